@@ -1,0 +1,46 @@
+# make test: install redis if needed, vet, race tests against real redis-server, short fuzz runs.
+
+GO ?= go
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+# Fuzz targets run by `make fuzz`, as space-separated pkg:FuzzName pairs with pkg
+# relative to the repository root, e.g. internal/policy:FuzzParse.
+FUZZ_TARGETS ?=
+FUZZTIME ?= 10s
+
+.PHONY: test redis-deps vet race fuzz bench build
+# Run the prerequisites of test one after another, in order, even under -j.
+.NOTPARALLEL:
+
+test: redis-deps vet race fuzz
+
+redis-deps:
+	@if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+		echo "redis-deps: installing redis-server and redis-cli with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; \
+	else \
+		echo "redis-deps: redis-server or redis-cli not on PATH; run: sudo apt-get install -y redis-server" >&2; \
+		exit 1; \
+	fi
+
+vet:
+	$(GO) vet ./...
+
+race:
+	RLCTL_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 20m ./...
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		if [[ $$t != *:* ]]; then echo "fuzz: $$t is not pkg:FuzzName" >&2; exit 2; fi; \
+		pkg=$${t%%:*}; pkg=$${pkg#./}; name=$${t#*:}; \
+		echo "$(GO) test -run='^$$' -fuzz='^$$name\$$' -fuzztime=$(FUZZTIME) ./$$pkg"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) "./$$pkg"; \
+	done
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+build:
+	$(GO) build ./...

@@ -1,0 +1,443 @@
+package algorithms
+
+import (
+	"fmt"
+	"math/big"
+	"slices"
+	"strconv"
+)
+
+// This file is the reference model: each algorithm's maths restated with exact rationals,
+// as a test oracle. A model state answers only three questions — would a request of this
+// cost pass now, what is the state after charging it, and is the state empty — and every
+// reported number is derived from those by search, independently of the closed forms the
+// Lua uses: remaining is the largest cost that would pass, retry-after the first instant the
+// same request passes, reset-after the first instant the state is empty.
+
+// state is one key's state under one algorithm with its parameters bound.
+type state interface {
+	capacity() int64
+	allowed(now, cost int64) bool
+	charge(now, cost int64, lease string) state
+	empty(now int64) bool
+	refund(now, cost int64, lease string) state
+}
+
+func newState(a *Algorithm, w []int64) (state, error) {
+	if err := a.Validate(w); err != nil {
+		return nil, err
+	}
+	switch a.Name {
+	case "fixed_window":
+		return fixedState{limit: w[0], window: w[1], w: -1}, nil
+	case "sliding_log":
+		return logState{limit: w[0], window: w[1]}, nil
+	case "sliding_window":
+		return windowState{limit: w[0], window: w[1], w: -1}, nil
+	case "token_bucket":
+		return bucketState{cap: w[0], rate: w[1], period: w[2], tokens: rat(w[0])}, nil
+	case "leaky_bucket":
+		return leakyState{cap: w[0], rate: w[1], period: w[2], level: rat(0)}, nil
+	case "gcra":
+		return gcraState{rate: w[0], period: w[1], burst: w[2]}, nil
+	case "concurrency":
+		return leaseState{max: w[0], ttl: w[1]}, nil
+	}
+	return nil, fmt.Errorf("no reference model for %q", a.Name)
+}
+
+func rat(n int64) *big.Rat       { return new(big.Rat).SetInt64(n) }
+func frac(a, b int64) *big.Rat   { return big.NewRat(a, b) }
+func add(a, b *big.Rat) *big.Rat { return new(big.Rat).Add(a, b) }
+func sub(a, b *big.Rat) *big.Rat { return new(big.Rat).Sub(a, b) }
+func mul(a, b *big.Rat) *big.Rat { return new(big.Rat).Mul(a, b) }
+
+func minRat(a, b *big.Rat) *big.Rat {
+	if a.Cmp(b) <= 0 {
+		return a
+	}
+	return b
+}
+
+func maxRat(a, b *big.Rat) *big.Rat {
+	if a.Cmp(b) >= 0 {
+		return a
+	}
+	return b
+}
+
+func atLeast(a *big.Rat, n int64) bool { return a.Cmp(rat(n)) >= 0 }
+
+// floorDiv is floor(a / b) for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// fixed_window: n counted in aligned window w.
+type fixedState struct{ limit, window, w, n int64 }
+
+func (s fixedState) count(now int64) int64 {
+	if floorDiv(now, s.window) == s.w {
+		return s.n
+	}
+	return 0
+}
+func (s fixedState) capacity() int64              { return s.limit }
+func (s fixedState) allowed(now, cost int64) bool { return s.count(now)+cost <= s.limit }
+func (s fixedState) empty(now int64) bool         { return s.count(now) == 0 }
+func (s fixedState) charge(now, cost int64, _ string) state {
+	s.n, s.w = s.count(now)+cost, floorDiv(now, s.window)
+	return s
+}
+func (s fixedState) refund(now, cost int64, _ string) state {
+	if s.count(now) > 0 {
+		s.n = max(0, s.n-cost)
+	}
+	return s
+}
+
+// sliding_log: the multiset of charge instants.
+type logState struct {
+	limit, window int64
+	times         []int64 // sorted
+}
+
+func (s logState) count(now int64) int64 {
+	var n int64
+	for _, t := range s.times {
+		if t > now-s.window {
+			n++
+		}
+	}
+	return n
+}
+func (s logState) capacity() int64              { return s.limit }
+func (s logState) allowed(now, cost int64) bool { return s.count(now)+cost <= s.limit }
+func (s logState) empty(now int64) bool         { return s.count(now) == 0 }
+func (s logState) charge(now, cost int64, _ string) state {
+	var kept []int64
+	for _, t := range s.times {
+		if t > now-s.window {
+			kept = append(kept, t)
+		}
+	}
+	for range cost {
+		kept = append(kept, now)
+	}
+	slices.Sort(kept)
+	s.times = kept
+	return s
+}
+func (s logState) refund(now, cost int64, _ string) state {
+	kept := slices.Clone(s.times)
+	for i := len(kept) - 1; i >= 0 && cost > 0; i-- {
+		if kept[i] == now {
+			kept = slices.Delete(kept, i, i+1)
+			cost--
+		}
+	}
+	s.times = kept
+	return s
+}
+
+// sliding_window: counts of the current (c) and previous (p) aligned windows.
+type windowState struct{ limit, window, w, c, p int64 }
+
+func (s windowState) view(now int64) (cur, prev int64) {
+	switch floorDiv(now, s.window) {
+	case s.w:
+		return s.c, s.p
+	case s.w + 1:
+		return 0, s.c
+	}
+	return 0, 0
+}
+func (s windowState) estimate(now int64) *big.Rat {
+	cur, prev := s.view(now)
+	e := now - floorDiv(now, s.window)*s.window
+	return add(mul(rat(prev), frac(s.window-e, s.window)), rat(cur))
+}
+func (s windowState) capacity() int64 { return s.limit }
+func (s windowState) allowed(now, cost int64) bool {
+	return add(s.estimate(now), rat(cost)).Cmp(rat(s.limit)) <= 0
+}
+func (s windowState) empty(now int64) bool { return s.estimate(now).Sign() == 0 }
+func (s windowState) charge(now, cost int64, _ string) state {
+	cur, prev := s.view(now)
+	s.w, s.c, s.p = floorDiv(now, s.window), cur+cost, prev
+	return s
+}
+func (s windowState) refund(now, cost int64, _ string) state {
+	switch floorDiv(now, s.window) {
+	case s.w:
+		s.c = max(0, s.c-cost)
+	case s.w - 1:
+		s.p = max(0, s.p-cost)
+	}
+	return s
+}
+
+// token_bucket: tokens (exact) as of instant t.
+type bucketState struct {
+	cap, rate, period, t int64
+	tokens               *big.Rat
+}
+
+func (s bucketState) at(now int64) *big.Rat {
+	if now <= s.t {
+		return s.tokens
+	}
+	return minRat(rat(s.cap), add(s.tokens, frac((now-s.t)*s.rate, s.period)))
+}
+func (s bucketState) capacity() int64              { return s.cap }
+func (s bucketState) allowed(now, cost int64) bool { return atLeast(s.at(now), cost) }
+func (s bucketState) empty(now int64) bool         { return s.at(now).Cmp(rat(s.cap)) == 0 }
+func (s bucketState) charge(now, cost int64, _ string) state {
+	s.tokens, s.t = sub(s.at(now), rat(cost)), max(s.t, now)
+	return s
+}
+func (s bucketState) refund(now, cost int64, _ string) state {
+	s.tokens, s.t = minRat(rat(s.cap), add(s.at(now), rat(cost))), max(s.t, now)
+	return s
+}
+
+// leaky_bucket: level (exact) as of instant t.
+type leakyState struct {
+	cap, rate, period, t int64
+	level                *big.Rat
+}
+
+func (s leakyState) at(now int64) *big.Rat {
+	if now <= s.t {
+		return s.level
+	}
+	return maxRat(rat(0), sub(s.level, frac((now-s.t)*s.rate, s.period)))
+}
+func (s leakyState) capacity() int64 { return s.cap }
+func (s leakyState) allowed(now, cost int64) bool {
+	return add(s.at(now), rat(cost)).Cmp(rat(s.cap)) <= 0
+}
+func (s leakyState) empty(now int64) bool { return s.at(now).Sign() == 0 }
+func (s leakyState) charge(now, cost int64, _ string) state {
+	s.level, s.t = add(s.at(now), rat(cost)), max(s.t, now)
+	return s
+}
+func (s leakyState) refund(now, cost int64, _ string) state {
+	s.level, s.t = maxRat(rat(0), sub(s.at(now), rat(cost))), max(s.t, now)
+	return s
+}
+
+// gcra: the theoretical arrival time (exact); nil means "in the past".
+type gcraState struct {
+	rate, period, burst int64
+	tat                 *big.Rat
+}
+
+func (s gcraState) delay(now int64) *big.Rat { // max(0, TAT - now)
+	if s.tat == nil {
+		return rat(0)
+	}
+	return maxRat(rat(0), sub(s.tat, rat(now)))
+}
+func (s gcraState) capacity() int64 { return s.burst }
+func (s gcraState) allowed(now, cost int64) bool {
+	t := frac(s.period, s.rate)
+	return add(s.delay(now), mul(rat(cost), t)).Cmp(mul(rat(s.burst), t)) <= 0
+}
+func (s gcraState) empty(now int64) bool { return s.delay(now).Sign() == 0 }
+func (s gcraState) charge(now, cost int64, _ string) state {
+	s.tat = add(add(rat(now), s.delay(now)), mul(rat(cost), frac(s.period, s.rate)))
+	return s
+}
+func (s gcraState) refund(now, cost int64, _ string) state {
+	if s.tat == nil || s.tat.Cmp(rat(now)) < 0 {
+		return s
+	}
+	d := sub(s.delay(now), mul(rat(cost), frac(s.period, s.rate)))
+	if d.Sign() <= 0 {
+		s.tat = nil
+	} else {
+		s.tat = add(rat(now), d)
+	}
+	return s
+}
+
+// concurrency: lease members and their expiry instants.
+type leaseState struct {
+	max, ttl int64
+	leases   map[string]int64
+}
+
+func (s leaseState) active(now int64) int64 {
+	var n int64
+	for _, exp := range s.leases {
+		if exp > now {
+			n++
+		}
+	}
+	return n
+}
+func leaseMember(lease string, cost, i int64) string {
+	if cost == 1 {
+		return lease
+	}
+	return lease + ":" + strconv.FormatInt(i, 10)
+}
+func (s leaseState) capacity() int64              { return s.max }
+func (s leaseState) allowed(now, cost int64) bool { return s.active(now)+cost <= s.max }
+func (s leaseState) empty(now int64) bool         { return s.active(now) == 0 }
+func (s leaseState) charge(now, cost int64, lease string) state {
+	next := map[string]int64{}
+	for m, exp := range s.leases {
+		if exp > now {
+			next[m] = exp
+		}
+	}
+	for i := int64(1); i <= cost; i++ {
+		next[leaseMember(lease, cost, i)] = now + s.ttl
+	}
+	s.leases = next
+	return s
+}
+func (s leaseState) refund(now, cost int64, lease string) state {
+	next := map[string]int64{}
+	for m, exp := range s.leases {
+		next[m] = exp
+	}
+	for i := int64(1); i <= cost; i++ {
+		delete(next, leaseMember(lease, cost, i))
+	}
+	s.leases = next
+	return s
+}
+
+// searchLimit bounds every search: 2^52 µs is about 142 years.
+const searchLimit = int64(1) << 52
+
+// firstFrom returns the smallest d >= from with ok(d), for ok monotone (false..., true...).
+func firstFrom(from int64, ok func(d int64) bool) int64 {
+	if ok(from) {
+		return from
+	}
+	lo, hi := from, from+1 // ok(lo) is false
+	for !ok(hi) {
+		lo, hi = hi, from+2*(hi-from)
+		if hi-from > searchLimit {
+			panic("algorithms: reference model search does not converge")
+		}
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if ok(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// observe derives a rule's reported numbers from state s at now.
+func observe(s state, now int64) (remaining, reset int64) {
+	// remaining: the largest cost in [0, capacity] that passes (allowed is monotone in cost).
+	if s.allowed(now, 0) {
+		remaining = firstFrom(1, func(c int64) bool { return c > s.capacity() || !s.allowed(now, c) }) - 1
+	}
+	reset = firstFrom(0, func(d int64) bool { return s.empty(now + d) })
+	return remaining, reset
+}
+
+// checkRule is the reference verdict of one rule, and the state after its charge when allowed.
+func checkRule(s state, now, cost int64, lease string) (RuleResult, state) {
+	r := RuleResult{Limit: s.capacity()}
+	switch {
+	case cost > s.capacity():
+		r.RetryAfter = Never
+	case s.allowed(now, cost):
+		r.Allowed = true
+		if cost > 0 {
+			s = s.charge(now, cost, lease)
+		}
+	default:
+		r.RetryAfter = firstFrom(1, func(d int64) bool { return s.allowed(now+d, cost) })
+	}
+	r.Remaining, r.ResetAfter = observe(s, now)
+	return r, s
+}
+
+// Oracle is the reference model of a whole keyspace: it answers calls as the engine script
+// should. It assumes each key keeps one algorithm and parameters; Do fails otherwise.
+type Oracle struct {
+	states map[string]state
+	algs   map[string]string
+}
+
+// NewOracle returns an empty reference keyspace.
+func NewOracle() *Oracle {
+	return &Oracle{states: map[string]state{}, algs: map[string]string{}}
+}
+
+func (o *Oracle) state(r *Rule) (state, error) {
+	id := r.Algorithm.Name + fmt.Sprint(r.Params)
+	if prev, ok := o.algs[r.Key]; ok && prev != id {
+		return nil, fmt.Errorf("key %q was %s, now %s", r.Key, prev, id)
+	}
+	if s, ok := o.states[r.Key]; ok {
+		return s, nil
+	}
+	s, err := newState(r.Algorithm, r.Params)
+	if err != nil {
+		return nil, err
+	}
+	o.algs[r.Key] = id
+	o.states[r.Key] = s
+	return s, nil
+}
+
+// Do answers a call. A check call returns its Reply; a refund call returns a Reply with
+// no rules. c.Now must be a client time (the oracle has no server clock).
+func (o *Oracle) Do(c *Call) (Reply, error) {
+	if c.Now < 0 {
+		return Reply{}, fmt.Errorf("oracle needs an explicit time, got %d", c.Now)
+	}
+	if _, err := c.Argv(); err != nil {
+		return Reply{}, err
+	}
+	states := make([]state, len(c.Rules))
+	for i := range c.Rules {
+		s, err := o.state(&c.Rules[i])
+		if err != nil {
+			return Reply{}, err
+		}
+		states[i] = s
+	}
+	if c.Op == OpRefund {
+		for i, r := range c.Rules {
+			if r.Cost > 0 {
+				o.states[r.Key] = states[i].refund(c.Now, r.Cost, r.Lease)
+			}
+		}
+		return Reply{Allowed: true, Now: c.Now}, nil
+	}
+	rep := Reply{Allowed: true, Now: c.Now, Rules: make([]RuleResult, len(c.Rules))}
+	next := make([]state, len(c.Rules))
+	for i, r := range c.Rules {
+		rep.Rules[i], next[i] = checkRule(states[i], c.Now, r.Cost, r.Lease)
+		if !rep.Rules[i].Allowed && !r.Shadow && rep.Allowed {
+			rep.Allowed, rep.Decider = false, i+1
+		}
+	}
+	for i, r := range c.Rules {
+		switch {
+		case rep.Allowed:
+			o.states[r.Key] = next[i]
+		case rep.Rules[i].Allowed && r.Cost > 0: // not charged: report as a peek
+			rep.Rules[i].Remaining, rep.Rules[i].ResetAfter = observe(states[i], c.Now)
+		}
+	}
+	return rep, nil
+}

@@ -1,0 +1,212 @@
+package algorithms
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+
+	"github.com/rlctl/rlctl/lua"
+)
+
+// Kind is the type of an algorithm parameter as a policy states it.
+type Kind int
+
+const (
+	// Count is a positive integer: a limit, a capacity, a burst.
+	Count Kind = iota
+	// Duration is a positive number of microseconds (policies write "250ms", "1m").
+	Duration
+	// Rate is a positive amount per positive period ("10/s"); it takes two wire slots,
+	// the amount and the period in microseconds.
+	Rate
+	// Lease is a per-request identifier the engine supplies (concurrency leases); policies
+	// never set it.
+	Lease
+)
+
+// Param describes one parameter of an algorithm.
+type Param struct {
+	Name string // the attribute name in a policy, e.g. "limit"
+	Kind Kind
+	Doc  string // one line: what it means and its unit
+}
+
+// slots is the number of wire values the parameter occupies.
+func (p Param) slots() int {
+	if p.Kind == Rate {
+		return 2
+	}
+	return 1
+}
+
+// Algorithm is one registered rate-limiting algorithm.
+type Algorithm struct {
+	Name     string   // the name policies use and the dispatcher keys on
+	Doc      string   // one sentence
+	Params   []Param  // in wire order
+	Commands []string // the Redis commands its Lua may call
+	Source   string   // the Lua chunk; it returns a table {params, check, commit[, refund, validate]}
+	// validate checks cross-parameter bounds on wire values; nil means none.
+	validate func(w []int64) error
+}
+
+// WireLen is the number of wire values the algorithm's parameters take.
+func (a *Algorithm) WireLen() int {
+	n := 0
+	for _, p := range a.Params {
+		n += p.slots()
+	}
+	return n
+}
+
+// Validate reports whether wire parameters w are acceptable: every numeric value positive
+// and every product the Lua forms within 2^53. A Lease slot carries no number (the lease
+// travels as a string, see Rule.Lease) and is not checked.
+func (a *Algorithm) Validate(w []int64) error {
+	if len(w) != a.WireLen() {
+		return fmt.Errorf("%s takes %d parameter values, got %d", a.Name, a.WireLen(), len(w))
+	}
+	for i, v := range w {
+		if a.isLeaseSlot(i) {
+			continue
+		}
+		if v < 1 {
+			return fmt.Errorf("%s: parameter value %d must be positive, got %d", a.Name, i+1, v)
+		}
+		if v > MaxInt {
+			return fmt.Errorf("%s: parameter value %d is above 2^53", a.Name, i+1)
+		}
+	}
+	if a.validate != nil {
+		return a.validate(w)
+	}
+	return nil
+}
+
+// isLeaseSlot reports whether wire slot i is a Lease parameter.
+func (a *Algorithm) isLeaseSlot(i int) bool {
+	for _, p := range a.Params {
+		if i < p.slots() {
+			return p.Kind == Lease
+		}
+		i -= p.slots()
+	}
+	return false
+}
+
+// MaxInt is 2^53, the largest integer every Lua number holds exactly.
+const MaxInt = 1 << 53
+
+// ErrRange reports parameters whose products do not fit the exact integer range.
+var ErrRange = errors.New("parameters too large for exact arithmetic")
+
+// productAtMost reports whether a*b <= limit without overflow.
+func productAtMost(a, b, limit int64) bool {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	return hi == 0 && lo <= uint64(limit)
+}
+
+func boundProduct(name string, i, j int, limit int64, what string) func(w []int64) error {
+	return func(w []int64) error {
+		if !productAtMost(w[i], w[j], limit) {
+			return fmt.Errorf("%s: %w: %s must stay below %d", name, ErrRange, what, limit)
+		}
+		return nil
+	}
+}
+
+var (
+	countParam  = func(name, doc string) Param { return Param{Name: name, Kind: Count, Doc: doc} }
+	windowParam = Param{Name: "window", Kind: Duration, Doc: "the window length"}
+	hashCmds    = []string{"HMGET", "HSET", "PEXPIRE", "DEL"}
+	zsetCmds    = []string{"ZCOUNT", "ZRANGE", "ZRANGEBYSCORE", "ZREMRANGEBYSCORE", "ZADD", "ZREM", "PEXPIRE"}
+)
+
+// builtin is the static table of built-in algorithms, in script order.
+var builtin = []*Algorithm{
+	{
+		Name:     "fixed_window",
+		Doc:      "At most limit per aligned window; allows up to 2x limit across a window boundary.",
+		Params:   []Param{countParam("limit", "cost allowed per window"), windowParam},
+		Commands: hashCmds,
+		validate: boundProduct("fixed_window", 0, 1, MaxInt, "limit × window (µs)"),
+	},
+	{
+		Name:     "sliding_log",
+		Doc:      "At most limit in every window-long interval, exactly; memory grows with limit.",
+		Params:   []Param{countParam("limit", "cost allowed per window"), windowParam},
+		Commands: zsetCmds,
+		validate: func(w []int64) error {
+			if w[0] > 1_000_000 {
+				return fmt.Errorf("sliding_log: limit %d above 1000000 (one sorted-set member per unit of cost); use sliding_window or token_bucket", w[0])
+			}
+			return nil
+		},
+	},
+	{
+		Name:     "sliding_window",
+		Doc:      "The two-window weighted estimate: limit per window with O(1) memory.",
+		Params:   []Param{countParam("limit", "cost allowed per window"), windowParam},
+		Commands: hashCmds,
+		validate: boundProduct("sliding_window", 0, 1, MaxInt/4, "limit × window (µs)"),
+	},
+	{
+		Name: "token_bucket",
+		Doc:  "A bucket of capacity tokens refilled at rate; a request takes cost tokens.",
+		Params: []Param{
+			countParam("capacity", "the bucket size: the largest burst"),
+			{Name: "rate", Kind: Rate, Doc: "tokens added per period"},
+		},
+		Commands: hashCmds,
+		validate: boundProduct("token_bucket", 0, 2, MaxInt/2, "capacity × period (µs)"),
+	},
+	{
+		Name: "leaky_bucket",
+		Doc:  "A policing meter: requests fill a bucket of capacity that leaks at rate.",
+		Params: []Param{
+			countParam("capacity", "the bucket size: the largest burst"),
+			{Name: "rate", Kind: Rate, Doc: "units leaked per period"},
+		},
+		Commands: hashCmds,
+		validate: boundProduct("leaky_bucket", 0, 2, MaxInt/2, "capacity × period (µs)"),
+	},
+	{
+		Name: "gcra",
+		Doc:  "Generic cell rate algorithm: rate with a burst, exact retry and reset.",
+		Params: []Param{
+			{Name: "rate", Kind: Rate, Doc: "cells emitted per period"},
+			countParam("burst", "cells that may be taken at once"),
+		},
+		Commands: hashCmds,
+		validate: boundProduct("gcra", 2, 1, MaxInt/4, "burst × period (µs)"),
+	},
+	{
+		Name: "concurrency",
+		Doc:  "At most max requests in flight; leases expire after ttl unless released.",
+		Params: []Param{
+			countParam("max", "leases held at once"),
+			{Name: "ttl", Kind: Duration, Doc: "how long an unreleased lease lives"},
+			{Name: "lease", Kind: Lease, Doc: "the request's lease id (set by the engine)"},
+		},
+		Commands: zsetCmds,
+	},
+}
+
+func init() {
+	for _, a := range builtin {
+		a.Source = lua.Source(a.Name + ".lua")
+	}
+}
+
+// Builtin returns the built-in algorithms in script order. The slice is shared: do not modify.
+func Builtin() []*Algorithm { return builtin }
+
+// Lookup returns the built-in algorithm with the given name.
+func Lookup(name string) (*Algorithm, bool) {
+	for _, a := range builtin {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return nil, false
+}

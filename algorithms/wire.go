@@ -1,0 +1,153 @@
+package algorithms
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Protocol is the ARGV layout version the dispatcher speaks; a mismatch is an error reply.
+const Protocol = "1"
+
+// Op selects what a call does.
+type Op string
+
+const (
+	// OpCheck decides the call's rules and charges them all or none.
+	OpCheck Op = "check"
+	// OpRefund undoes a charge (cluster compensation, concurrency release).
+	OpRefund Op = "refund"
+)
+
+// ServerTime as Call.Now makes the script read the server clock (Redis TIME).
+const ServerTime int64 = -1
+
+// Never is the retry-after of a request whose cost exceeds a rule's capacity: it can never
+// be allowed, and no finite wait is offered.
+const Never int64 = -1
+
+// Call is one invocation of the engine script.
+type Call struct {
+	Op    Op
+	Now   int64 // microseconds since the Unix epoch, or ServerTime
+	Rules []Rule
+}
+
+// Rule is one rule of a call.
+type Rule struct {
+	Key       string     // the rule's Redis key; keys of one call must differ
+	Algorithm *Algorithm // must belong to the script the call runs on
+	Cost      int64      // >= 0; 0 is a peek that writes nothing
+	Shadow    bool       // evaluated and charged, never enforced
+	Params    []int64    // Algorithm.WireLen() values; a Lease slot holds 0
+	Lease     string     // the value of a Lease slot
+}
+
+// Keys returns the call's KEYS.
+func (c *Call) Keys() []string {
+	keys := make([]string, len(c.Rules))
+	for i := range c.Rules {
+		keys[i] = c.Rules[i].Key
+	}
+	return keys
+}
+
+// Argv returns the call's ARGV. It checks what the script would reject, so a malformed
+// call fails here with a Go error instead of as an error reply.
+func (c *Call) Argv() ([]string, error) {
+	if c.Op != OpCheck && c.Op != OpRefund {
+		return nil, fmt.Errorf("unknown op %q", c.Op)
+	}
+	if c.Now < 0 && c.Now != ServerTime {
+		return nil, fmt.Errorf("negative time %d", c.Now)
+	}
+	now := ""
+	if c.Now != ServerTime {
+		now = strconv.FormatInt(c.Now, 10)
+	}
+	argv := make([]string, 0, 4+len(c.Rules)*6)
+	argv = append(argv, Protocol, string(c.Op), now, strconv.Itoa(len(c.Rules)))
+	seen := make(map[string]int, len(c.Rules))
+	for i := range c.Rules {
+		r := &c.Rules[i]
+		if r.Algorithm == nil {
+			return nil, fmt.Errorf("rule %d: no algorithm", i+1)
+		}
+		if j, ok := seen[r.Key]; ok {
+			return nil, fmt.Errorf("rule %d: key %q repeats rule %d", i+1, r.Key, j+1)
+		}
+		seen[r.Key] = i
+		if r.Cost < 0 || r.Cost > MaxInt {
+			return nil, fmt.Errorf("rule %d: cost %d out of range [0, 2^53]", i+1, r.Cost)
+		}
+		if err := r.Algorithm.Validate(r.Params); err != nil {
+			return nil, fmt.Errorf("rule %d: %w", i+1, err)
+		}
+		flags := "0"
+		if r.Shadow {
+			flags = "1"
+		}
+		argv = append(argv, r.Algorithm.Name, strconv.FormatInt(r.Cost, 10), flags)
+		for j, v := range r.Params {
+			if r.Algorithm.isLeaseSlot(j) {
+				if r.Lease == "" {
+					return nil, fmt.Errorf("rule %d: %s needs a lease id", i+1, r.Algorithm.Name)
+				}
+				argv = append(argv, r.Lease)
+				continue
+			}
+			argv = append(argv, strconv.FormatInt(v, 10))
+		}
+	}
+	return argv, nil
+}
+
+// Reply is the decoded answer of a check call.
+type Reply struct {
+	Allowed bool
+	Decider int   // 1-based index of the first enforcing rule that denied; 0 when allowed
+	Now     int64 // the instant the script decided at, in microseconds
+	Rules   []RuleResult
+}
+
+// RuleResult is one rule's verdict. Values describe the key after the call: charged when
+// the call was allowed, untouched when it was denied.
+type RuleResult struct {
+	Allowed    bool  // this rule alone would allow the request
+	Remaining  int64 // the largest cost this rule would allow right now
+	RetryAfter int64 // µs until the same request fits this rule (0 when allowed, Never)
+	ResetAfter int64 // µs until the key is back to its empty state
+	Limit      int64 // the rule's limit, capacity, burst or max
+}
+
+// ErrReply reports a reply that does not have the dispatcher's shape.
+var ErrReply = errors.New("malformed engine script reply")
+
+// DecodeReply decodes the reply of a check call with n rules. v is what go-redis (RESP2)
+// or luahost returns: []any of int64.
+func DecodeReply(v any, n int) (Reply, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return Reply{}, fmt.Errorf("%w: %T, want an array", ErrReply, v)
+	}
+	if len(arr) != 3+5*n {
+		return Reply{}, fmt.Errorf("%w: %d values for %d rules, want %d", ErrReply, len(arr), n, 3+5*n)
+	}
+	ints := make([]int64, len(arr))
+	for i, x := range arr {
+		v, ok := x.(int64)
+		if !ok {
+			return Reply{}, fmt.Errorf("%w: value %d is %T, want an integer", ErrReply, i+1, x)
+		}
+		ints[i] = v
+	}
+	r := Reply{Allowed: ints[0] == 1, Decider: int(ints[1]), Now: ints[2], Rules: make([]RuleResult, n)}
+	if ints[0] != 0 && ints[0] != 1 || r.Decider < 0 || r.Decider > n || r.Allowed != (r.Decider == 0) {
+		return Reply{}, fmt.Errorf("%w: header %v", ErrReply, ints[:3])
+	}
+	for i := range r.Rules {
+		o := ints[3+5*i:]
+		r.Rules[i] = RuleResult{Allowed: o[0] == 1, Remaining: o[1], RetryAfter: o[2], ResetAfter: o[3], Limit: o[4]}
+	}
+	return r, nil
+}

@@ -1,0 +1,148 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	createTimeout  = 30 * time.Second // redis-cli --cluster create
+	clusterTimeout = 20 * time.Second // from create to every node reporting ok
+	clusterSlots   = 16384
+)
+
+// Cluster is a Redis Cluster of masters without replicas, each a Server on
+// 127.0.0.1 owned by the test binary.
+type Cluster struct {
+	nodes []*Server
+}
+
+// StartCluster starts a Redis Cluster of n masters (n >= 3) and no replicas,
+// created with redis-cli --cluster create, and returns once every node
+// reports cluster_state:ok, knows all n nodes and sees all 16384 slots
+// served. The cluster is stopped and its files removed at tb.Cleanup.
+// Missing binaries skip or fail the test as the package comment describes;
+// a failed start fails it.
+func StartCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	if n < 3 {
+		tb.Fatalf("redistest: StartCluster(%d): a cluster needs at least 3 masters", n)
+	}
+	requireBinaries(tb)
+	root := tb.TempDir()
+	c := &Cluster{}
+	tb.Cleanup(c.stop)
+	for i := range n {
+		dir := filepath.Join(root, "node"+strconv.Itoa(i))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			tb.Fatalf("redistest: %v", err)
+		}
+		s, err := startServer(dir, true)
+		if err != nil {
+			tb.Fatalf("redistest: cluster node %d: %v", i, err)
+		}
+		c.nodes = append(c.nodes, s)
+	}
+	if err := c.create(); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	if err := c.waitOK(); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	return c
+}
+
+// Addrs returns the addresses of the cluster's nodes.
+func (c *Cluster) Addrs() []string {
+	addrs := make([]string, len(c.nodes))
+	for i, s := range c.nodes {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
+// Client returns a new go-redis cluster client seeded with every node,
+// closed at tb.Cleanup. Like Server.Client, it dials once per attempt.
+func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), DialerRetries: 1})
+	tb.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// create assigns the slots with redis-cli --cluster create.
+func (c *Cluster) create() error {
+	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
+	defer cancel()
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	cmd := exec.CommandContext(ctx, binary("redis-cli"), args...)
+	cmd.SysProcAttr = procAttr()
+	cmd.WaitDelay = time.Second
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("redis-cli --cluster create: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// waitOK polls CLUSTER INFO on every node until each is healthy.
+func (c *Cluster) waitOK() error {
+	deadline := time.Now().Add(clusterTimeout)
+	for _, s := range c.nodes {
+		for {
+			info, err := command(s.Addr(), "CLUSTER", "INFO")
+			if err == nil {
+				err = clusterHealthy(info, len(c.nodes))
+			}
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("cluster node %s not ready after %v: %w", s.Addr(), clusterTimeout, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// clusterHealthy checks a CLUSTER INFO reply from a node of an n-node
+// cluster.
+func clusterHealthy(info string, n int) error {
+	want := map[string]string{
+		"cluster_state":       "ok",
+		"cluster_slots_ok":    strconv.Itoa(clusterSlots),
+		"cluster_known_nodes": strconv.Itoa(n),
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		key, value, _ := strings.Cut(line, ":")
+		if w, ok := want[key]; ok {
+			if value != w {
+				return fmt.Errorf("%s is %s, want %s", key, value, w)
+			}
+			delete(want, key)
+		}
+	}
+	for key := range want {
+		return fmt.Errorf("CLUSTER INFO has no %s", key)
+	}
+	return nil
+}
+
+// stop stops every node at once.
+func (c *Cluster) stop() {
+	var wg sync.WaitGroup
+	for _, s := range c.nodes {
+		wg.Go(s.Stop)
+	}
+	wg.Wait()
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package redistest
+
+import "syscall"
+
+// procAttr is empty off Linux: there is no parent-death signal, and Main and
+// the test cleanups are the only things that stop servers.
+func procAttr() *syscall.SysProcAttr { return nil }

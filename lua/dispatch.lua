@@ -1,0 +1,144 @@
+-- rlctl engine script: dispatcher (the script's main body).
+--
+-- KEYS: one key per rule, in rule order. Keys must be distinct.
+-- ARGV: [1] protocol version ("1")
+--       [2] op: "check" (decide and charge, all or nothing) or "refund" (undo a charge)
+--       [3] now in microseconds, or "" to read the server clock (TIME)
+--       [4] number of rules n (= #KEYS)
+--       then per rule: algorithm name, cost (integer >= 0), flags (bit 1: shadow),
+--       and the algorithm's parameters (a fixed count per algorithm).
+-- Reply (check): {allowed, deciding rule (1-based, 0 when allowed), now_us,
+--                 then per rule: allowed, remaining, retry_after_us, reset_after_us, limit}
+--   retry_after_us is 0 for a rule that allows and -1 when the cost can never fit.
+--   Per-rule values describe the key after this call: charged when the call is allowed,
+--   untouched (as if peeked) when it is denied.
+-- Reply (refund): {1, 0, now_us}.
+-- Errors: an error reply starting with "RLCTL" for any malformed ARGV.
+
+local function int_arg(s, min)
+  local v = tonumber(s)
+  if v == nil or v ~= floor(v) or v < min or v > MAX_INT then
+    return nil
+  end
+  return v
+end
+
+if ARGV[1] ~= PROTOCOL then
+  return redis.error_reply('RLCTL protocol mismatch: script speaks ' .. PROTOCOL .. ', caller sent ' .. tostring(ARGV[1]))
+end
+local op = ARGV[2]
+if op ~= 'check' and op ~= 'refund' then
+  return redis.error_reply('RLCTL unknown op ' .. tostring(op))
+end
+
+local now
+if ARGV[3] == '' then
+  if redis.replicate_commands then
+    redis.replicate_commands()
+  end
+  local t = call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = int_arg(ARGV[3], 0)
+  if now == nil then
+    return redis.error_reply('RLCTL bad now_us ' .. tostring(ARGV[3]))
+  end
+end
+
+local n = int_arg(ARGV[4], 0)
+if n == nil or n ~= #KEYS then
+  return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[4]) .. ' does not match ' .. #KEYS .. ' keys')
+end
+
+-- Parse every rule before touching any key.
+local rules = {}
+local seen = {}
+local a = 5
+for r = 1, n do
+  local alg = ALGS[ARGV[a]]
+  if alg == nil then
+    return redis.error_reply('RLCTL rule ' .. r .. ': unknown algorithm ' .. tostring(ARGV[a]))
+  end
+  local cost = int_arg(ARGV[a + 1], 0)
+  local flags = int_arg(ARGV[a + 2], 0)
+  if cost == nil or flags == nil then
+    return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
+  end
+  local p = {}
+  for j, kind in ipairs(alg.params) do
+    local s = ARGV[a + 2 + j]
+    local v
+    if kind == 'str' then
+      if s ~= nil and s ~= '' then
+        v = s
+      end
+    else
+      v = int_arg(s, 1)
+    end
+    if v == nil then
+      return redis.error_reply('RLCTL rule ' .. r .. ': parameter ' .. j .. ' of ' .. ARGV[a] .. ' is not valid')
+    end
+    p[j] = v
+  end
+  if alg.validate then
+    local err = alg.validate(p)
+    if err then
+      return redis.error_reply('RLCTL rule ' .. r .. ': ' .. err)
+    end
+  end
+  local key = KEYS[r]
+  if seen[key] then
+    return redis.error_reply('RLCTL rule ' .. r .. ': key repeats rule ' .. seen[key])
+  end
+  seen[key] = r
+  rules[r] = {alg = alg, cost = cost, shadow = flags % 2 == 1, p = p}
+  a = a + 3 + #alg.params
+end
+if a - 1 ~= #ARGV then
+  return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
+end
+
+if op == 'refund' then
+  for r = 1, n do
+    local rule = rules[r]
+    if rule.alg.refund and rule.cost > 0 then
+      rule.alg.refund(KEYS[r], now, rule.cost, rule.p)
+    end
+  end
+  return {1, 0, now}
+end
+
+-- Phase 1: check every rule; no writes.
+local allowed, decider = 1, 0
+local out = {}
+local pending = {}
+for r = 1, n do
+  local rule = rules[r]
+  local ok, remaining, retry, reset, limit, write = rule.alg.check(KEYS[r], now, rule.cost, rule.p)
+  if ok == 0 and not rule.shadow and allowed == 1 then
+    allowed, decider = 0, r
+  end
+  pending[r] = write
+  local o = r * 5 - 1
+  out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset, limit
+end
+
+-- Phase 2: all or nothing.
+if allowed == 1 then
+  for r = 1, n do
+    if pending[r] and rules[r].cost > 0 then
+      rules[r].alg.commit(KEYS[r], pending[r])
+    end
+  end
+else
+  -- Rules that would have allowed were not charged: report their state as a peek.
+  for r = 1, n do
+    local rule = rules[r]
+    if out[r * 5 - 1] == 1 and rule.cost > 0 then
+      local _, remaining, _, reset = rule.alg.check(KEYS[r], now, 0, rule.p)
+      out[r * 5], out[r * 5 + 2] = remaining, reset
+    end
+  end
+end
+out[1], out[2], out[3] = allowed, decider, now
+return out

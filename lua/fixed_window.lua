@@ -1,0 +1,64 @@
+-- fixed_window: at most `limit` cost per aligned window [k*window, (k+1)*window).
+--
+-- KEYS:   the rule's key, a hash {w = window index k, n = cost charged in window k}.
+-- params: limit (count >= 1), window (microseconds >= 1).
+-- check:  allowed iff n + cost <= limit, where n counts only the current window.
+--         remaining = limit - n (after the charge when allowed), never below 0.
+--         retry_after = the end of the current window (the next window is empty), -1 when
+--         cost > limit. reset_after = the end of the current window when n > 0, else 0.
+-- TTL:    until the end of the window, rounded up to a millisecond; an expired key and a
+--         key from an older window mean the same thing, so expiry never changes a decision.
+-- Known:  a client can spend `limit` at the end of one window and `limit` again at the start
+--         of the next: up to 2*limit in any window-long interval. verify reports this.
+
+local M = {params = {'pos', 'pos'}}
+
+local function used(key, win)
+  local st = call('HMGET', key, 'w', 'n')
+  if tonumber(st[1]) == win then
+    return tonumber(st[2]) or 0
+  end
+  return 0
+end
+
+function M.validate(p)
+  if p[1] * p[2] > MAX_INT then
+    return 'fixed_window limit*window exceeds 2^53'
+  end
+end
+
+function M.check(key, now, cost, p)
+  local limit, window = p[1], p[2]
+  local win = idiv(now, window)
+  local n = used(key, win)
+  local to_end = (win + 1) * window - now
+  local reset = 0
+  if n > 0 then
+    reset = to_end
+  end
+  if cost > limit then
+    return 0, nonneg(limit - n), -1, reset, limit
+  end
+  if n + cost <= limit then
+    if cost > 0 then
+      reset = to_end
+    end
+    return 1, limit - n - cost, 0, reset, limit, {win, n + cost, to_end}
+  end
+  return 0, nonneg(limit - n), to_end, reset, limit
+end
+
+function M.commit(key, w)
+  call('HSET', key, 'w', w[1], 'n', w[2])
+  expire_us(key, w[3])
+end
+
+function M.refund(key, now, cost, p)
+  local win = idiv(now, p[2])
+  local n = used(key, win)
+  if n > 0 then
+    call('HSET', key, 'n', nonneg(n - cost))
+  end
+end
+
+return M

@@ -1,0 +1,73 @@
+-- leaky_bucket: a policing meter. Each request pours `cost` units into a bucket that holds
+-- `capacity` and leaks `rate` units per `period`; a request that would overflow is dropped.
+-- (As a meter it admits exactly what token_bucket with the same numbers admits; the state is
+-- the fill level instead of the tokens left.)
+--
+-- KEYS:   the rule's key, a hash {l = level * period (fixed point, exact), t = time of l (µs)}.
+--         No key means an empty bucket.
+-- params: capacity (units >= 1), rate (units >= 1) per period (microseconds >= 1);
+--         capacity * period <= 2^52.
+-- check:  level(now) = max(0, l/period - (now - t) * rate / period); allowed iff
+--         level + cost <= capacity. remaining = floor(capacity - level) after the charge.
+--         retry_after (denied) = ceil((l + cost*period - capacity*period) / rate), exact;
+--         -1 when cost > capacity. reset_after = until the bucket is empty.
+-- TTL:    reset_after; an empty bucket and a missing key mean the same thing.
+
+local M = {params = {'pos', 'pos', 'pos'}}
+
+function M.validate(p)
+  if p[1] * p[3] > MAX_INT / 2 then
+    return 'leaky_bucket capacity*period exceeds 2^52'
+  end
+end
+
+-- level returns the fixed-point level at now and the time it refers to (>= now).
+local function level(key, now, rate)
+  local st = call('HMGET', key, 'l', 't')
+  local l, t = tonumber(st[1]), tonumber(st[2])
+  if l == nil or t == nil then
+    return 0, now
+  end
+  if now > t then
+    if now - t >= cdiv(l, rate) then
+      return 0, now
+    end
+    return l - (now - t) * rate, now
+  end
+  return l, t
+end
+
+function M.check(key, now, cost, p)
+  local capacity, rate, period = p[1], p[2], p[3]
+  local full = capacity * period
+  local l, t = level(key, now, rate)
+  local skew = t - now
+  if cost > capacity then
+    return 0, idiv(full - l, period), -1, skew + cdiv(l, rate), capacity
+  end
+  local l2 = l + cost * period
+  if l2 <= full then
+    local reset = skew + cdiv(l2, rate)
+    return 1, idiv(full - l2, period), 0, reset, capacity, {l2, t, reset}
+  end
+  return 0, idiv(full - l, period), skew + cdiv(l2 - full, rate), skew + cdiv(l, rate), capacity
+end
+
+function M.commit(key, w)
+  call('HSET', key, 'l', w[1], 't', w[2])
+  expire_us(key, w[3])
+end
+
+function M.refund(key, now, cost, p)
+  local rate, period = p[2], p[3]
+  local l, t = level(key, now, rate)
+  local l2 = nonneg(l - cost * period)
+  if l2 == 0 then
+    call('DEL', key)
+    return
+  end
+  call('HSET', key, 'l', l2, 't', t)
+  expire_us(key, (t - now) + cdiv(l2, rate))
+end
+
+return M

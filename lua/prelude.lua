@@ -1,0 +1,50 @@
+-- rlctl engine script: prelude.
+--
+-- The engine script is this prelude, then every registered algorithm wrapped as
+--   ALGS["<name>"] = (function() <algorithm file> end)()
+-- and finally dispatch.lua. Everything here is a local, so the script creates no globals.
+--
+-- Units and precision: time is an integer count of microseconds, counts are integers.
+-- Lua 5.1 numbers are IEEE doubles, exact for integers up to 2^53; the registry keeps every
+-- product an algorithm forms below that bound. Numbers never pass through tostring or `..`
+-- (Lua 5.1 prints them with %.14g); they reach Redis only as redis.call arguments, which
+-- Redis formats exactly.
+
+local PROTOCOL = "1"
+local MAX_INT = 9007199254740992 -- 2^53
+local call = redis.call
+local floor = math.floor
+local tonumber = tonumber
+
+-- idiv returns floor(a / b) exactly for integers |a| <= 2^53 and b > 0.
+local function idiv(a, b)
+  local q = floor(a / b)
+  if q * b > a then
+    q = q - 1
+  elseif (q + 1) * b <= a then
+    q = q + 1
+  end
+  return q
+end
+
+-- cdiv returns ceil(a / b) exactly for integers a >= 0 and b > 0.
+local function cdiv(a, b)
+  return idiv(a + b - 1, b)
+end
+
+-- nonneg clamps x below at 0.
+local function nonneg(x)
+  if x < 0 then
+    return 0
+  end
+  return x
+end
+
+-- expire_us makes a key outlive the next us microseconds. Redis keeps expiry instants in
+-- milliseconds and truncates the current time to its millisecond, hence the extra one: a key
+-- never disappears while its state still means something.
+local function expire_us(key, us)
+  call('PEXPIRE', key, cdiv(nonneg(us), 1000) + 1)
+end
+
+local ALGS = {}

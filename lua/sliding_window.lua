@@ -1,0 +1,96 @@
+-- sliding_window: the two-window estimate. The previous window's count is weighted by the
+-- part of it that still overlaps the sliding window [now - window, now).
+--
+-- KEYS:   the rule's key, a hash {w = current window index k, c = cost charged in window k,
+--         p = cost charged in window k - 1}.
+-- params: limit (count >= 1), window (microseconds >= 1); limit * window <= 2^51.
+-- check:  with e = now - k*window (elapsed in the current window),
+--           estimate = p * (window - e) / window + c
+--         allowed iff estimate + cost <= limit, compared exactly in integers:
+--           p * (window - e) + (c + cost) * window <= limit * window.
+--         remaining = the largest cost that would fit now (after the charge when allowed).
+--         retry_after (denied) = the exact first microsecond at which the same request fits
+--         as the previous window's weight decays, or in the next window, or the one after
+--         (never just "the end of the window"); -1 when cost > limit.
+--         reset_after = until the estimate reaches 0 (2 windows after a charge at most).
+-- Bound:  the estimate assumes the previous window's traffic was spread evenly; in any
+--         window-long interval at most 2*limit can pass (all of p at the very end of the
+--         previous window). verify checks the documented bound.
+-- TTL:    until the current window's count stops weighing, i.e. the end of the next window.
+
+local M = {params = {'pos', 'pos'}}
+
+function M.validate(p)
+  if p[1] * p[2] > MAX_INT / 4 then
+    return 'sliding_window limit*window exceeds 2^51'
+  end
+end
+
+-- view returns the window index, the elapsed time in it, and the counts (c, p) as seen at now.
+local function view(key, now, window)
+  local win = idiv(now, window)
+  local st = call('HMGET', key, 'w', 'c', 'p')
+  local w = tonumber(st[1])
+  if w == win then
+    return win, now - win * window, tonumber(st[2]) or 0, tonumber(st[3]) or 0
+  elseif w == win - 1 then
+    return win, now - win * window, 0, tonumber(st[2]) or 0
+  end
+  return win, now - win * window, 0, 0
+end
+
+function M.check(key, now, cost, p)
+  local limit, window = p[1], p[2]
+  local win, e, cur, prev = view(key, now, window)
+  local weight = prev * (window - e)
+  local used = cdiv(weight, window)
+  local reset = 0
+  if cur > 0 then
+    reset = 2 * window - e
+  elseif weight > 0 then
+    reset = window - e
+  end
+  if cost > limit then
+    return 0, nonneg(limit - cur - used), -1, reset, limit
+  end
+  if weight + (cur + cost) * window <= limit * window then
+    if cost > 0 then
+      reset = 2 * window - e
+    end
+    return 1, nonneg(limit - cur - cost - used), 0, reset, limit, {win, cur + cost, prev, 2 * window - e}
+  end
+  -- Denied. First try later in this window: prev's weight must fall to (limit - cur - cost).
+  local room = limit - cur - cost
+  if room >= 0 then
+    local e2 = window - idiv(room * window, prev)
+    if e2 < window then
+      return 0, nonneg(limit - cur - used), e2 - e, reset, limit
+    end
+  end
+  -- Next window: c becomes the previous count and decays; when even that is too much the
+  -- request fits when the next window ends (e3 = window), where nothing weighs any more.
+  local e3 = 0
+  if cur > 0 then
+    e3 = nonneg(window - idiv((limit - cost) * window, cur))
+  end
+  return 0, nonneg(limit - cur - used), window - e + e3, reset, limit
+end
+
+function M.commit(key, w)
+  call('HSET', key, 'w', w[1], 'c', w[2], 'p', w[3])
+  expire_us(key, w[4])
+end
+
+function M.refund(key, now, cost, p)
+  local window = p[2]
+  local win = idiv(now, window)
+  local st = call('HMGET', key, 'w', 'c', 'p')
+  local w = tonumber(st[1])
+  if w == win then
+    call('HSET', key, 'c', nonneg((tonumber(st[2]) or 0) - cost))
+  elseif w == win + 1 then
+    call('HSET', key, 'p', nonneg((tonumber(st[3]) or 0) - cost))
+  end
+end
+
+return M

@@ -1,0 +1,71 @@
+-- token_bucket: a bucket of `capacity` tokens refilled at `rate` tokens per `period`; a
+-- request takes `cost` tokens. Burst = capacity.
+--
+-- KEYS:   the rule's key, a hash {l = tokens * period (fixed point, exact), t = time of l (µs)}.
+--         No key means a full bucket.
+-- params: capacity (tokens >= 1), rate (tokens >= 1) per period (microseconds >= 1);
+--         capacity * period <= 2^52.
+-- check:  tokens(now) = min(capacity, l/period + (now - t) * rate / period), kept exact as
+--         l + (now - t) * rate in fixed point. Allowed iff tokens >= cost.
+--         remaining = floor(tokens) after the charge when allowed.
+--         retry_after (denied) = ceil((cost*period - l) / rate): exact, the first microsecond
+--         at which enough tokens have dripped in; -1 when cost > capacity.
+--         reset_after = until the bucket is full again.
+-- TTL:    reset_after; a full bucket and a missing key mean the same thing.
+
+local M = {params = {'pos', 'pos', 'pos'}}
+
+function M.validate(p)
+  if p[1] * p[3] > MAX_INT / 2 then
+    return 'token_bucket capacity*period exceeds 2^52'
+  end
+end
+
+-- level returns the fixed-point tokens at now and the time they refer to (>= now).
+local function level(key, now, full, rate)
+  local st = call('HMGET', key, 'l', 't')
+  local l, t = tonumber(st[1]), tonumber(st[2])
+  if l == nil or t == nil then
+    return full, now
+  end
+  if now > t then
+    if now - t >= cdiv(full - l, rate) then
+      return full, now
+    end
+    return l + (now - t) * rate, now
+  end
+  return l, t
+end
+
+function M.check(key, now, cost, p)
+  local capacity, rate, period = p[1], p[2], p[3]
+  local full = capacity * period
+  local l, t = level(key, now, full, rate)
+  local skew = t - now -- > 0 only when a client clock went backwards
+  if cost > capacity then
+    return 0, idiv(l, period), -1, skew + cdiv(full - l, rate), capacity
+  end
+  local c = cost * period
+  if l >= c then
+    local l2 = l - c
+    local reset = skew + cdiv(full - l2, rate)
+    return 1, idiv(l2, period), 0, reset, capacity, {l2, t, reset}
+  end
+  return 0, idiv(l, period), skew + cdiv(c - l, rate), skew + cdiv(full - l, rate), capacity
+end
+
+function M.commit(key, w)
+  call('HSET', key, 'l', w[1], 't', w[2])
+  expire_us(key, w[3])
+end
+
+function M.refund(key, now, cost, p)
+  local capacity, rate, period = p[1], p[2], p[3]
+  local full = capacity * period
+  local l, t = level(key, now, full, rate)
+  local l2 = math.min(full, l + cost * period)
+  call('HSET', key, 'l', l2, 't', t)
+  expire_us(key, (t - now) + cdiv(full - l2, rate))
+end
+
+return M
