@@ -1,0 +1,72 @@
+package algorithms
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"testing"
+
+	"github.com/rlctl/rlctl/internal/redistest"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+// traceCount scales the number of random traces: thousands normally, fewer under -short.
+func traceCount() int {
+	if testing.Short() {
+		return 200
+	}
+	return 1500
+}
+
+// sameAlgorithm draws keys that all use algorithm a, with different parameters.
+func sameAlgorithm(a *Algorithm) func(*rand.Rand, string) []traceKey {
+	return func(rng *rand.Rand, prefix string) []traceKey {
+		keys := make([]traceKey, 1+rng.IntN(3))
+		for i := range keys {
+			keys[i] = traceKey{key: fmt.Sprintf("%sk%d", prefix, i), alg: a, params: randomParams(rng, a)}
+		}
+		return keys
+	}
+}
+
+// mixed draws keys of different algorithms, for stacked calls.
+func mixed(rng *rand.Rand, prefix string) []traceKey {
+	keys := make([]traceKey, 2+rng.IntN(3))
+	for i := range keys {
+		a := builtin[rng.IntN(len(builtin))]
+		keys[i] = traceKey{key: fmt.Sprintf("%sk%d", prefix, i), alg: a, params: randomParams(rng, a)}
+	}
+	return keys
+}
+
+func loadRedis(t *testing.T) redisExec {
+	t.Helper()
+	rdb := redistest.Shared(t).Client(t)
+	s := Default()
+	sha, err := rdb.ScriptLoad(context.Background(), s.Source).Result()
+	if err != nil {
+		t.Fatalf("SCRIPT LOAD: %v", err)
+	}
+	if sha != s.SHA1 {
+		t.Fatalf("Redis computed SHA1 %s, Assemble %s", sha, s.SHA1)
+	}
+	return redisExec{rdb: rdb, script: s}
+}
+
+// TestRedisMatchesModel runs random traces per algorithm (and mixed stacks) on a real
+// redis-server and compares every reply with the reference model.
+func TestRedisMatchesModel(t *testing.T) {
+	ex := loadRedis(t)
+	for _, a := range builtin {
+		t.Run(a.Name, func(t *testing.T) {
+			t.Parallel()
+			checkTraces(t, ex, 1, traceCount(), 40, sameAlgorithm(a))
+		})
+	}
+	t.Run("mixed", func(t *testing.T) {
+		t.Parallel()
+		checkTraces(t, ex, 2, traceCount(), 40, mixed)
+	})
+}

@@ -1,0 +1,316 @@
+package algorithms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file holds the machinery of the differential tests: random traces of engine-script
+// calls, executors that run them (real Redis, luahost), and shrinking of a failing trace.
+
+// traceKey is a key of a trace with its algorithm and parameters, fixed for the trace.
+type traceKey struct {
+	key    string
+	alg    *Algorithm
+	params []int64
+}
+
+// randomParams draws small parameters so that traces reach every branch often.
+func randomParams(rng *rand.Rand, a *Algorithm) []int64 {
+	var w []int64
+	for _, p := range a.Params {
+		switch p.Kind {
+		case Count:
+			w = append(w, 1+rng.Int64N(12))
+		case Duration:
+			w = append(w, []int64{1, 7, 1000, 999_999, 1_000_000, 3_600_000_000}[rng.IntN(6)]+rng.Int64N(3))
+		case Rate:
+			w = append(w, 1+rng.Int64N(7), []int64{1, 3, 1000, 1_000_000, 60_000_000}[rng.IntN(5)]+rng.Int64N(5))
+		case Lease:
+			w = append(w, 0)
+		}
+	}
+	return w
+}
+
+// stepTime advances the clock: not at all, a little, about a window, or past every TTL.
+func stepTime(rng *rand.Rand, now int64, scale int64) int64 {
+	switch x := rng.IntN(20); {
+	case x < 3:
+		return now
+	case x < 12:
+		return now + rng.Int64N(scale/4+2)
+	case x < 18:
+		return now + rng.Int64N(2*scale+2)
+	default:
+		return now + scale*int64(2+rng.IntN(5)) + rng.Int64N(10_000_000_000)
+	}
+}
+
+// genTrace draws a trace of n calls over keys, answering each with the oracle so that
+// some calls land exactly on a previous denial's retry-after (and one microsecond before).
+func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
+	o := NewOracle()
+	now := int64(1_700_000_000_000_000) + rng.Int64N(1_000_000_000_000)
+	var scale int64 = 1
+	for _, k := range keys {
+		for _, v := range k.params {
+			scale = max(scale, v)
+		}
+	}
+	scale = min(scale, 10_000_000_000)
+	var calls []Call
+	var replies []Reply
+	lease := 0
+	var last Reply
+	for range n {
+		jumped := false
+		if last.Rules != nil && rng.IntN(3) == 0 {
+			for _, r := range last.Rules {
+				if r.RetryAfter > 0 {
+					now = max(now, last.Now+r.RetryAfter-int64(rng.IntN(2)))
+					jumped = true
+					break
+				}
+			}
+		}
+		if !jumped {
+			now = stepTime(rng, now, scale)
+		}
+		c := Call{Op: OpCheck, Now: now}
+		if rng.IntN(10) == 0 {
+			c.Op = OpRefund
+		}
+		perm := rng.Perm(len(keys))[:1+rng.IntN(min(3, len(keys)))]
+		for _, i := range perm {
+			k := keys[i]
+			capacity, _ := newState(k.alg, k.params)
+			cp := capacity.capacity()
+			var cost int64
+			switch x := rng.IntN(20); {
+			case x < 2:
+				cost = 0
+			case x < 11:
+				cost = 1
+			case x < 18:
+				cost = 1 + rng.Int64N(cp)
+			default:
+				cost = cp + 1 + rng.Int64N(3)
+			}
+			// The engine never reuses a lease id for an acquisition; a refund (release)
+			// names one acquired before, or one never seen.
+			lease++
+			id := lease
+			if c.Op == OpRefund {
+				id = rng.IntN(lease + 1)
+			}
+			c.Rules = append(c.Rules, Rule{
+				Key: k.key, Algorithm: k.alg, Cost: cost, Shadow: rng.IntN(5) == 0,
+				Params: k.params, Lease: fmt.Sprintf("lease-%d", id),
+			})
+		}
+		rep, err := o.Do(&c)
+		if err != nil {
+			return nil, nil, err
+		}
+		calls = append(calls, c)
+		replies = append(replies, rep)
+		if c.Op == OpCheck {
+			last = rep
+		}
+	}
+	return calls, replies, nil
+}
+
+// expected replays calls on a fresh oracle.
+func expected(calls []Call) ([]Reply, error) {
+	o := NewOracle()
+	out := make([]Reply, len(calls))
+	for i := range calls {
+		r, err := o.Do(&calls[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// executor runs calls against one engine-script host and returns the decoded replies.
+type executor interface {
+	name() string
+	run(calls []Call) ([]Reply, error)
+}
+
+// decode turns one raw script reply into a Reply for call c.
+func decode(c *Call, v any, err error) (Reply, error) {
+	if err != nil {
+		return Reply{}, err
+	}
+	if c.Op == OpRefund {
+		arr, ok := v.([]any)
+		if !ok || len(arr) != 3 {
+			return Reply{}, fmt.Errorf("refund reply %v", v)
+		}
+		now, _ := arr[2].(int64)
+		if arr[0] != int64(1) || arr[1] != int64(0) {
+			return Reply{}, fmt.Errorf("refund reply %v", v)
+		}
+		return Reply{Allowed: true, Now: now}, nil
+	}
+	return DecodeReply(v, len(c.Rules))
+}
+
+// redisExec runs calls on a real Redis with EVALSHA, in client-clock mode, all in one
+// MULTI/EXEC. The trace's clock is virtual while Redis counts TTLs down in real time (a
+// script sees real time even inside EXEC), so after each call the executor PERSISTs the
+// call's keys: the comparison with the model then covers every decision, and expiry is
+// covered where the clock is virtual too (luahost) and by TestRedisTTLCoversReset.
+type redisExec struct {
+	rdb    redis.Cmdable
+	script *Script
+}
+
+func (e redisExec) name() string { return "redis" }
+
+func (e redisExec) run(calls []Call) ([]Reply, error) {
+	ctx := context.Background()
+	pipe := e.rdb.TxPipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i := range calls {
+		argv, err := calls[i].Argv()
+		if err != nil {
+			return nil, err
+		}
+		keys := calls[i].Keys()
+		cmds[i] = pipe.EvalSha(ctx, e.script.SHA1, keys, anys(argv)...)
+		for _, k := range keys {
+			pipe.Persist(ctx, k)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.As(err, new(redis.Error)) {
+		return nil, err
+	}
+	out := make([]Reply, len(calls))
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		r, err := decode(&calls[i], v, err)
+		if err != nil {
+			return nil, fmt.Errorf("call %d: %w", i+1, err)
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// anys converts ARGV for go-redis.
+func anys(argv []string) []any {
+	args := make([]any, len(argv))
+	for i, a := range argv {
+		args[i] = a
+	}
+	return args
+}
+
+// prefixed returns a copy of calls whose keys start with prefix.
+func prefixed(calls []Call, prefix string) []Call {
+	out := make([]Call, len(calls))
+	for i, c := range calls {
+		c.Rules = append([]Rule(nil), c.Rules...)
+		for j := range c.Rules {
+			c.Rules[j].Key = prefix + c.Rules[j].Key
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// runner runs traces on an executor, each run under fresh keys.
+type runner struct {
+	ex   executor
+	base string // a key prefix unique to the test
+	runs int
+}
+
+// firstMismatch runs calls and returns the index of the first reply that differs from the
+// oracle, or -1, with the two replies.
+func (rn *runner) firstMismatch(calls []Call) (int, Reply, Reply, error) {
+	want, err := expected(calls)
+	if err != nil {
+		return 0, Reply{}, Reply{}, err
+	}
+	rn.runs++
+	got, err := rn.ex.run(prefixed(calls, fmt.Sprintf("%s:r%d:", rn.base, rn.runs)))
+	if err != nil {
+		return 0, Reply{}, Reply{}, err
+	}
+	for i := range want {
+		if !reflect.DeepEqual(want[i], got[i]) {
+			return i, want[i], got[i], nil
+		}
+	}
+	return -1, Reply{}, Reply{}, nil
+}
+
+// shrink removes calls from a failing trace while it still fails, and returns the shortest
+// failing trace it finds.
+func (rn *runner) shrink(calls []Call) []Call {
+	for i := 0; i < len(calls); {
+		try := append(append([]Call(nil), calls[:i]...), calls[i+1:]...)
+		if m, _, _, err := rn.firstMismatch(try); err == nil && m >= 0 {
+			calls = try[:m+1]
+			continue
+		}
+		i++
+	}
+	return calls
+}
+
+// formatTrace prints a trace one call per line, for a failure message.
+func formatTrace(calls []Call) string {
+	var b strings.Builder
+	for i, c := range calls {
+		fmt.Fprintf(&b, "  %2d. %s now=%d", i+1, c.Op, c.Now)
+		for _, r := range c.Rules {
+			fmt.Fprintf(&b, " [%s %s%v cost=%d shadow=%v]", r.Key, r.Algorithm.Name, r.Params, r.Cost, r.Shadow)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// checkTraces runs n random traces from seed on ex and fails with the shortest trace that
+// shows a difference from the reference model.
+func checkTraces(t *testing.T, ex executor, seed uint64, n, length int, keysFor func(rng *rand.Rand, prefix string) []traceKey) {
+	t.Helper()
+	rn := &runner{ex: ex, base: t.Name()}
+	for i := range n {
+		rng := rand.New(rand.NewPCG(seed, uint64(i)))
+		calls, _, err := genTrace(rng, keysFor(rng, fmt.Sprintf("t%d:", i)), length)
+		if err != nil {
+			t.Fatalf("trace %d: %v", i, err)
+		}
+		m, want0, got0, err := rn.firstMismatch(calls)
+		if err != nil {
+			t.Fatalf("trace %d on %s: %v\n%s", i, ex.name(), err, formatTrace(calls))
+		}
+		if m < 0 {
+			continue
+		}
+		small := rn.shrink(calls[:m+1])
+		m2, want, got, err := rn.firstMismatch(small)
+		if err != nil || m2 < 0 {
+			t.Fatalf("trace %d (seed %d): %s differs from the reference model at call %d, but a rerun does not (err=%v):\n%s  want %+v\n  got  %+v",
+				i, seed, ex.name(), m+1, err, formatTrace(calls[:m+1]), want0, got0)
+		}
+		t.Fatalf("trace %d (seed %d): %s differs from the reference model after this shrunk trace:\n%s  want %+v\n  got  %+v",
+			i, seed, ex.name(), formatTrace(small), want, got)
+	}
+}
