@@ -1,0 +1,253 @@
+package algorithms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// evalFunc runs one call on some host of the engine script.
+type evalFunc func(c *Call) (Reply, error)
+
+func redisEval(rdb redis.Cmdable, s *Script) evalFunc {
+	return func(c *Call) (Reply, error) {
+		argv, err := c.Argv()
+		if err != nil {
+			return Reply{}, err
+		}
+		v, err := rdb.EvalSha(context.Background(), s.SHA1, c.Keys(), anys(argv)...).Result()
+		return decode(c, v, err)
+	}
+}
+
+// checkRetryAfter asserts, for random states of every algorithm, that a denied request
+// repeated exactly at now+retry_after is allowed and one microsecond earlier is denied.
+func checkRetryAfter(t *testing.T, eval evalFunc, states int) {
+	for _, a := range builtin {
+		t.Run(a.Name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 0))
+			denied := 0
+			for i := range states {
+				params := randomParams(rng, a)
+				key := fmt.Sprintf("%s:retry:%s:%d", t.Name(), a.Name, i)
+				s, _ := newState(a, params)
+				capacity := s.capacity()
+				now := int64(1_800_000_000_000_000) + rng.Int64N(1_000_000_000)
+				lease := 0
+				call := func(at, cost int64) Reply {
+					t.Helper()
+					lease++
+					c := Call{Op: OpCheck, Now: at, Rules: []Rule{{Key: key, Algorithm: a, Cost: cost, Params: params, Lease: fmt.Sprint("l", lease)}}}
+					r, err := eval(&c)
+					if err != nil {
+						t.Fatalf("%s: %v", key, err)
+					}
+					return r
+				}
+				// Build a random state: a burst of charges at random small steps.
+				for range rng.IntN(int(2*capacity) + 2) {
+					now += rng.Int64N(params[len(params)-1]/3 + 1)
+					call(now, 1+rng.Int64N(capacity))
+				}
+				cost := 1 + rng.Int64N(capacity)
+				r := call(now, cost)
+				if r.Allowed {
+					continue
+				}
+				retry := r.Rules[0].RetryAfter
+				if retry < 1 {
+					t.Fatalf("%s %v: denied with retry-after %d", a.Name, params, retry)
+				}
+				denied++
+				if early := call(now+retry-1, cost); early.Allowed {
+					t.Fatalf("%s %v cost %d: retry-after %dµs is not sound: allowed 1µs earlier", a.Name, params, cost, retry)
+				}
+				if at := call(now+retry, cost); !at.Allowed {
+					t.Fatalf("%s %v cost %d: retry-after %dµs is not sufficient: denied at it (%+v)", a.Name, params, cost, retry, at.Rules[0])
+				}
+			}
+			if denied < states/10 {
+				t.Fatalf("only %d of %d random states denied: the test does not exercise retry-after", denied, states)
+			}
+		})
+	}
+}
+
+func TestRedisRetryAfter(t *testing.T) {
+	ex := loadRedis(t)
+	// Each call is its own EVALSHA on a virtual clock, so a key with a tiny TTL could expire
+	// by real time between calls: persist keys, as the trace executor does.
+	rdb := ex.rdb
+	eval := redisEval(rdb, ex.script)
+	persisting := func(c *Call) (Reply, error) {
+		r, err := eval(c)
+		for _, k := range c.Keys() {
+			rdb.Persist(context.Background(), k)
+		}
+		return r, err
+	}
+	checkRetryAfter(t, persisting, 300)
+}
+
+// TestRedisStackAtomicity: a stacked call denied by one enforcing rule leaves every key
+// byte-for-byte unchanged (DUMP) with its TTL not extended; shadow rules never deny.
+func TestRedisStackAtomicity(t *testing.T) {
+	ex := loadRedis(t)
+	rdb := ex.rdb
+	eval := redisEval(rdb, ex.script)
+	rng := rand.New(rand.NewPCG(11, 0))
+	for i := range 200 {
+		now := int64(1_800_000_000_000_000) + rng.Int64N(1_000_000_000)
+		var rules []Rule
+		for j := range 3 {
+			a := builtin[rng.IntN(len(builtin))]
+			params := randomParams(rng, a)
+			for k := range params { // long windows: no real-time expiry during the test
+				if a.Params[min(k, len(a.Params)-1)].Kind != Count && params[k] != 0 {
+					params[k] += 3_600_000_000
+				}
+			}
+			rules = append(rules, Rule{Key: fmt.Sprintf("atomic:%d:%d", i, j), Algorithm: a, Params: params, Lease: fmt.Sprint("lease", i, j)})
+		}
+		// Charge each key a little, then exhaust the third.
+		for j := range rules {
+			s, _ := newState(rules[j].Algorithm, rules[j].Params)
+			r := rules[j]
+			r.Cost = 1 + rng.Int64N(s.capacity())
+			if j == 2 {
+				r.Cost = s.capacity()
+			}
+			r.Lease += "warm"
+			if _, err := eval(&Call{Op: OpCheck, Now: now, Rules: []Rule{r}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := snapshot(t, rdb, rules)
+		stack := make([]Rule, 3)
+		copy(stack, rules)
+		for j := range stack {
+			stack[j].Cost = 1
+		}
+		rep, err := eval(&Call{Op: OpCheck, Now: now, Rules: stack})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Allowed || rep.Decider == 0 {
+			t.Fatalf("stack %d: allowed with an exhausted third rule: %+v", i, rep)
+		}
+		after := snapshot(t, rdb, rules)
+		for j := range rules {
+			if before[j].dump != after[j].dump {
+				t.Fatalf("stack %d: denied call changed key %d (%s)", i, j+1, rules[j].Algorithm.Name)
+			}
+			if after[j].pttl > before[j].pttl {
+				t.Fatalf("stack %d: denied call extended key %d's TTL from %v to %v", i, j+1, before[j].pttl, after[j].pttl)
+			}
+		}
+		// The same stack with the exhausted rule in shadow mode is decided by rules 1-2.
+		stack[2].Shadow = true
+		stack[2].Lease += "shadow"
+		rep, err = eval(&Call{Op: OpCheck, Now: now, Rules: stack})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := rep.Rules[0].Allowed && rep.Rules[1].Allowed
+		if rep.Allowed != want || rep.Rules[2].Allowed {
+			t.Fatalf("stack %d with shadow rule: %+v, want allowed=%v decided by enforcing rules only", i, rep, want)
+		}
+	}
+}
+
+type keySnapshot struct {
+	dump string
+	pttl time.Duration
+}
+
+func snapshot(t *testing.T, rdb redis.Cmdable, rules []Rule) []keySnapshot {
+	t.Helper()
+	ctx := context.Background()
+	out := make([]keySnapshot, len(rules))
+	for i, r := range rules {
+		d, err := rdb.Dump(ctx, r.Key).Result()
+		if err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+		out[i] = keySnapshot{dump: d, pttl: rdb.PTTL(ctx, r.Key).Val()}
+	}
+	return out
+}
+
+// TestRedisTTLCoversReset: on the server clock, a charged key's TTL covers its reset-after,
+// so Redis never drops state that still limits anyone.
+func TestRedisTTLCoversReset(t *testing.T) {
+	ex := loadRedis(t)
+	rdb := ex.rdb
+	ctx := context.Background()
+	eval := redisEval(rdb, ex.script)
+	rng := rand.New(rand.NewPCG(13, 0))
+	for i := range 500 {
+		a := builtin[i%len(builtin)]
+		params := randomParams(rng, a)
+		key := fmt.Sprintf("ttl:%d", i)
+		s, _ := newState(a, params)
+		start := time.Now()
+		rep, err := eval(&Call{Op: OpCheck, Now: ServerTime, Rules: []Rule{{Key: key, Algorithm: a, Cost: 1 + rng.Int64N(s.capacity()), Params: params, Lease: "l"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pttl := rdb.PTTL(ctx, key).Val()
+		elapsed := time.Since(start)
+		if !rep.Allowed {
+			t.Fatalf("%s: first charge denied: %+v", a.Name, rep)
+		}
+		if pttl < 0 {
+			t.Fatalf("%s %v: key has no TTL (%v)", a.Name, params, pttl)
+		}
+		if reset := time.Duration(rep.Rules[0].ResetAfter) * time.Microsecond; pttl+elapsed+time.Millisecond < reset {
+			t.Fatalf("%s %v: TTL %v (+%v elapsed) does not cover reset-after %v", a.Name, params, pttl, elapsed, reset)
+		}
+	}
+}
+
+// TestRedisRejectsMalformedCalls: the dispatcher answers a malformed ARGV with an RLCTL
+// error reply, never a Lua runtime error or a silent misparse.
+func TestRedisRejectsMalformedCalls(t *testing.T) {
+	ex := loadRedis(t)
+	ctx := context.Background()
+	ok := []string{"1", "check", "1800000000000000", "1", "gcra", "1", "0", "10", "1000000", "5"}
+	cases := map[string]struct {
+		keys []string
+		argv []string
+	}{
+		"protocol":    {[]string{"k"}, append([]string{"2"}, ok[1:]...)},
+		"op":          {[]string{"k"}, append([]string{"1", "nope"}, ok[2:]...)},
+		"now":         {[]string{"k"}, append([]string{"1", "check", "soon"}, ok[3:]...)},
+		"count":       {[]string{"k", "k2"}, ok},
+		"algorithm":   {[]string{"k"}, append(append([]string{}, ok[:4]...), append([]string{"magic"}, ok[5:]...)...)},
+		"cost":        {[]string{"k"}, append(append([]string{}, ok[:5]...), append([]string{"-1"}, ok[6:]...)...)},
+		"param":       {[]string{"k"}, append(append([]string{}, ok[:7]...), "0", "1000000", "5")},
+		"fraction":    {[]string{"k"}, append(append([]string{}, ok[:7]...), "1.5", "1000000", "5")},
+		"short":       {[]string{"k"}, ok[:9]},
+		"long":        {[]string{"k"}, append(append([]string{}, ok...), "extra")},
+		"range":       {[]string{"k"}, append(append([]string{}, ok[:7]...), "1", "9007199254740992", "9007199254740992")},
+		"duplicate":   {[]string{"k", "k"}, append([]string{"1", "check", "1800000000000000", "2"}, append(append([]string{}, ok[4:]...), ok[4:]...)...)},
+		"huge number": {[]string{"k"}, append([]string{"1", "check", "1e300"}, ok[3:]...)},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := ex.rdb.EvalSha(ctx, ex.script.SHA1, c.keys, anys(c.argv)...).Result()
+			var rerr redis.Error
+			if err == nil || !errors.As(err, &rerr) || rerr.Error()[:5] != "RLCTL" {
+				t.Fatalf("want an RLCTL error reply, got %v", err)
+			}
+		})
+	}
+	if _, err := ex.rdb.EvalSha(ctx, ex.script.SHA1, []string{"k-ok"}, anys(ok)...).Result(); err != nil {
+		t.Fatalf("the well-formed call fails: %v", err)
+	}
+}
