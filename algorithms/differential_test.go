@@ -70,3 +70,20 @@ func TestRedisMatchesModel(t *testing.T) {
 		checkTraces(t, ex, 2, traceCount(), 40, mixed)
 	})
 }
+
+// TestLuahostMatchesModel runs the same random traces on luahost with a virtual clock, so
+// keys expire on the trace's clock: expiry must never change a decision, and every key
+// must be gone once its reset-after has passed.
+func TestLuahostMatchesModel(t *testing.T) {
+	ex := hostExec{script: Default()}
+	for _, a := range builtin {
+		t.Run(a.Name, func(t *testing.T) {
+			t.Parallel()
+			checkTraces(t, ex, 1, traceCount(), 40, sameAlgorithm(a))
+		})
+	}
+	t.Run("mixed", func(t *testing.T) {
+		t.Parallel()
+		checkTraces(t, ex, 2, traceCount(), 40, mixed)
+	})
+}

@@ -8,8 +8,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rlctl/rlctl/luahost"
 )
 
 // This file holds the machinery of the differential tests: random traces of engine-script
@@ -246,6 +248,11 @@ func (rn *runner) firstMismatch(calls []Call) (int, Reply, Reply, error) {
 	if err != nil {
 		return 0, Reply{}, Reply{}, err
 	}
+	return rn.compare(calls, want)
+}
+
+// compare runs calls and returns the index of the first reply that differs from want.
+func (rn *runner) compare(calls []Call, want []Reply) (int, Reply, Reply, error) {
 	rn.runs++
 	got, err := rn.ex.run(prefixed(calls, fmt.Sprintf("%s:r%d:", rn.base, rn.runs)))
 	if err != nil {
@@ -293,11 +300,11 @@ func checkTraces(t *testing.T, ex executor, seed uint64, n, length int, keysFor 
 	rn := &runner{ex: ex, base: t.Name()}
 	for i := range n {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
-		calls, _, err := genTrace(rng, keysFor(rng, fmt.Sprintf("t%d:", i)), length)
+		calls, want, err := genTrace(rng, keysFor(rng, fmt.Sprintf("t%d:", i)), length)
 		if err != nil {
 			t.Fatalf("trace %d: %v", i, err)
 		}
-		m, want0, got0, err := rn.firstMismatch(calls)
+		m, want0, got0, err := rn.compare(calls, want)
 		if err != nil {
 			t.Fatalf("trace %d on %s: %v\n%s", i, ex.name(), err, formatTrace(calls))
 		}
@@ -305,12 +312,55 @@ func checkTraces(t *testing.T, ex executor, seed uint64, n, length int, keysFor 
 			continue
 		}
 		small := rn.shrink(calls[:m+1])
-		m2, want, got, err := rn.firstMismatch(small)
+		m2, want1, got, err := rn.firstMismatch(small)
 		if err != nil || m2 < 0 {
 			t.Fatalf("trace %d (seed %d): %s differs from the reference model at call %d, but a rerun does not (err=%v):\n%s  want %+v\n  got  %+v",
 				i, seed, ex.name(), m+1, err, formatTrace(calls[:m+1]), want0, got0)
 		}
 		t.Fatalf("trace %d (seed %d): %s differs from the reference model after this shrunk trace:\n%s  want %+v\n  got  %+v",
-			i, seed, ex.name(), formatTrace(small), want, got)
+			i, seed, ex.name(), formatTrace(small), want1, got)
 	}
+}
+
+// hostExec runs calls on a fresh luahost whose clock follows each call's time, so TTLs
+// expire on the trace's own clock. After the trace it advances the clock past every
+// reported reset-after and fails if any key is left: idle state must disappear.
+type hostExec struct {
+	script *Script
+}
+
+func (e hostExec) name() string { return "luahost" }
+
+func (e hostExec) run(calls []Call) ([]Reply, error) {
+	clock := luahost.NewManualClock(time.UnixMicro(0))
+	h := luahost.New(luahost.WithClock(clock), luahost.WithCommands(e.script.Commands()...))
+	if _, err := h.Load(e.script.Source); err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	out := make([]Reply, len(calls))
+	var horizon int64
+	for i := range calls {
+		argv, err := calls[i].Argv()
+		if err != nil {
+			return nil, err
+		}
+		clock.Set(time.UnixMicro(calls[i].Now))
+		v, err := h.EvalSHA(ctx, e.script.SHA1, calls[i].Keys(), argv)
+		r, err := decode(&calls[i], v, err)
+		if err != nil {
+			return nil, fmt.Errorf("call %d: %w", i+1, err)
+		}
+		out[i] = r
+		for _, rr := range r.Rules {
+			horizon = max(horizon, r.Now+rr.ResetAfter)
+		}
+	}
+	if horizon > 0 {
+		clock.Set(time.UnixMicro(horizon + 3000))
+		if keys := h.Keys(); len(keys) > 0 {
+			return nil, fmt.Errorf("keys %v outlive every reset-after (the last ends at %d)", keys, horizon)
+		}
+	}
+	return out, nil
 }

@@ -63,7 +63,11 @@ function M.refund(key, now, cost, p)
   local capacity, rate, period = p[1], p[2], p[3]
   local full = capacity * period
   local l, t = level(key, now, full, rate)
-  local l2 = math.min(full, l + cost * period)
+  local l2 = l + cost * period
+  if l2 >= full then
+    call('DEL', key)
+    return
+  end
   call('HSET', key, 'l', l2, 't', t)
   expire_us(key, (t - now) + cdiv(full - l2, rate))
 end
