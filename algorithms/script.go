@@ -56,9 +56,12 @@ func Assemble(algs []*Algorithm) (*Script, error) {
 			return nil, fmt.Errorf("algorithm %q is defined twice", a.Name)
 		}
 		seen[a.Name] = true
-		fmt.Fprintf(&b, "\n-- algorithm %s\nALGS[%q] = (function()\n%s\nend)()\n", a.Name, a.Name, a.Source)
 	}
-	b.WriteString("\n")
+	b.WriteString("\nlocal function load_algorithm(name)\n")
+	for _, a := range algs {
+		fmt.Fprintf(&b, "if name == '%s' then return (function()\n%s\nend)() end\n", a.Name, a.Source)
+	}
+	b.WriteString("return nil\nend\n\n")
 	b.WriteString(lua.Source("dispatch.lua"))
 	src := b.String()
 	sum := sha1.Sum([]byte(src))

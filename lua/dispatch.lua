@@ -50,14 +50,25 @@ if n == nil or n ~= #KEYS then
   return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[4]) .. ' does not match ' .. #KEYS .. ' keys')
 end
 
--- Parse every rule before touching any key.
-local rules = {}
-local seen = {}
+-- Parse every rule before touching any key. Rules live in parallel arrays (string-keyed
+-- tables cost a hash each), and the few instantiated algorithms in a short list.
+local algs, costs, shadows, params = {}, {}, {}, {}
+local names, mods = {}, {}
 local a = 5
 for r = 1, n do
-  local alg = ALGS[ARGV[a]]
+  local name = ARGV[a]
+  local alg
+  for i = 1, #names do
+    if names[i] == name then
+      alg = mods[i]
+    end
+  end
   if alg == nil then
-    return redis.error_reply('RLCTL rule ' .. r .. ': unknown algorithm ' .. tostring(ARGV[a]))
+    alg = load_algorithm(name)
+    if alg == nil then
+      return redis.error_reply('RLCTL rule ' .. r .. ': unknown algorithm ' .. tostring(name))
+    end
+    names[#names + 1], mods[#mods + 1] = name, alg
   end
   local cost = int_arg(ARGV[a + 1], 0)
   local flags = int_arg(ARGV[a + 2], 0)
@@ -65,10 +76,11 @@ for r = 1, n do
     return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
   end
   local p = {}
-  for j, kind in ipairs(alg.params) do
+  local kinds = alg.params
+  for j = 1, #kinds do
     local s = ARGV[a + 2 + j]
     local v
-    if kind == 'str' then
+    if kinds[j] == 'str' then
       if s ~= nil and s ~= '' then
         v = s
       end
@@ -76,7 +88,7 @@ for r = 1, n do
       v = int_arg(s, 1)
     end
     if v == nil then
-      return redis.error_reply('RLCTL rule ' .. r .. ': parameter ' .. j .. ' of ' .. ARGV[a] .. ' is not valid')
+      return redis.error_reply('RLCTL rule ' .. r .. ': parameter ' .. j .. ' of ' .. name .. ' is not valid')
     end
     p[j] = v
   end
@@ -86,13 +98,13 @@ for r = 1, n do
       return redis.error_reply('RLCTL rule ' .. r .. ': ' .. err)
     end
   end
-  local key = KEYS[r]
-  if seen[key] then
-    return redis.error_reply('RLCTL rule ' .. r .. ': key repeats rule ' .. seen[key])
+  for i = 1, r - 1 do
+    if KEYS[i] == KEYS[r] then
+      return redis.error_reply('RLCTL rule ' .. r .. ': key repeats rule ' .. i)
+    end
   end
-  seen[key] = r
-  rules[r] = {alg = alg, cost = cost, shadow = flags % 2 == 1, p = p}
-  a = a + 3 + #alg.params
+  algs[r], costs[r], shadows[r], params[r] = alg, cost, flags % 2 == 1, p
+  a = a + 3 + #kinds
 end
 if a - 1 ~= #ARGV then
   return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
@@ -100,9 +112,8 @@ end
 
 if op == 'refund' then
   for r = 1, n do
-    local rule = rules[r]
-    if rule.alg.refund and rule.cost > 0 then
-      rule.alg.refund(KEYS[r], now, rule.cost, rule.p)
+    if algs[r].refund and costs[r] > 0 then
+      algs[r].refund(KEYS[r], now, costs[r], params[r])
     end
   end
   return {1, 0, now}
@@ -110,15 +121,14 @@ end
 
 -- Phase 1: check every rule; no writes.
 local allowed, decider = 1, 0
-local out = {}
+local out = {0, 0, 0}
 local pending = {}
 for r = 1, n do
-  local rule = rules[r]
-  local ok, remaining, retry, reset, limit, write = rule.alg.check(KEYS[r], now, rule.cost, rule.p)
-  if ok == 0 and not rule.shadow and allowed == 1 then
+  local ok, remaining, retry, reset, limit, write = algs[r].check(KEYS[r], now, costs[r], params[r])
+  if ok == 0 and not shadows[r] and allowed == 1 then
     allowed, decider = 0, r
   end
-  pending[r] = write
+  pending[r] = write or false
   local o = r * 5 - 1
   out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset, limit
 end
@@ -126,16 +136,15 @@ end
 -- Phase 2: all or nothing.
 if allowed == 1 then
   for r = 1, n do
-    if pending[r] and rules[r].cost > 0 then
-      rules[r].alg.commit(KEYS[r], pending[r])
+    if pending[r] and costs[r] > 0 then
+      algs[r].commit(KEYS[r], pending[r])
     end
   end
 else
   -- Rules that would have allowed were not charged: report their state as a peek.
   for r = 1, n do
-    local rule = rules[r]
-    if out[r * 5 - 1] == 1 and rule.cost > 0 then
-      local _, remaining, _, reset = rule.alg.check(KEYS[r], now, 0, rule.p)
+    if out[r * 5 - 1] == 1 and costs[r] > 0 then
+      local _, remaining, _, reset = algs[r].check(KEYS[r], now, 0, params[r])
       out[r * 5], out[r * 5 + 2] = remaining, reset
     end
   end

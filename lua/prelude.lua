@@ -1,8 +1,14 @@
 -- rlctl engine script: prelude.
 --
--- The engine script is this prelude, then every registered algorithm wrapped as
---   ALGS["<name>"] = (function() <algorithm file> end)()
--- and finally dispatch.lua. Everything here is a local, so the script creates no globals.
+-- The engine script is this prelude, then a function that instantiates an algorithm by
+-- name, with every registered algorithm file as one branch:
+--   local function load_algorithm(name)
+--     if name == '<name>' then return (function() <algorithm file> end)() end
+--     ...
+--   end
+-- and finally dispatch.lua. Only the algorithms a call uses are instantiated, so the cost of
+-- a call does not grow with the number of registered algorithms. Everything is a local:
+-- the script creates no globals.
 --
 -- Units and precision: time is an integer count of microseconds, counts are integers.
 -- Lua 5.1 numbers are IEEE doubles, exact for integers up to 2^53; the registry keeps every
@@ -46,5 +52,3 @@ end
 local function expire_us(key, us)
   call('PEXPIRE', key, cdiv(nonneg(us), 1000) + 1)
 end
-
-local ALGS = {}
