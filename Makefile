@@ -6,14 +6,14 @@ SHELL := /bin/bash
 
 # Fuzz targets run by `make fuzz`, as space-separated pkg:FuzzName pairs with pkg
 # relative to the repository root, e.g. internal/policy:FuzzParse.
-FUZZ_TARGETS ?=
+FUZZ_TARGETS ?= algorithms:FuzzTrace
 FUZZTIME ?= 10s
 
-.PHONY: test redis-deps vet race fuzz bench build
+.PHONY: test redis-deps vet race differential fuzz bench build
 # Run the prerequisites of test one after another, in order, even under -j.
 .NOTPARALLEL:
 
-test: redis-deps vet race fuzz
+test: redis-deps vet race differential fuzz
 
 redis-deps:
 	@if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then exit 0; fi; \
@@ -30,6 +30,11 @@ vet:
 
 race:
 	RLCTL_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 20m ./...
+
+# The differential suite again without the race detector, with thousands of random traces
+# per algorithm: real redis-server, luahost and the reference models must agree on each.
+differential:
+	RLCTL_REQUIRE_REDIS=1 RLCTL_TRACES=2000 $(GO) test -count=1 -run 'MatchesModel' ./algorithms
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

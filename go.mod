@@ -2,7 +2,11 @@ module github.com/rlctl/rlctl
 
 go 1.26.0
 
-require github.com/redis/go-redis/v9 v9.23.0
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/yuin/gopher-lua v1.1.2
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/rlctl/rlctl/internal/redistest"
@@ -12,12 +13,16 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
-// traceCount scales the number of random traces: thousands normally, fewer under -short.
+// traceCount is the number of random traces per algorithm: RLCTL_TRACES when set (make
+// test runs 2000 without the race detector), else 1000, or 200 under -short or -race.
 func traceCount() int {
-	if testing.Short() {
+	if n, err := strconv.Atoi(os.Getenv("RLCTL_TRACES")); err == nil && n > 0 {
+		return n
+	}
+	if testing.Short() || raceEnabled {
 		return 200
 	}
-	return 1500
+	return 1000
 }
 
 // sameAlgorithm draws keys that all use algorithm a, with different parameters.

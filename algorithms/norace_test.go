@@ -1,0 +1,5 @@
+//go:build !race
+
+package algorithms
+
+const raceEnabled = false

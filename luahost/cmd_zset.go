@@ -1,0 +1,484 @@
+package luahost
+
+import "math"
+
+// ZADD input flags, as Redis 7.0's zaddGenericCommand names them.
+const (
+	zaddNX = 1 << iota
+	zaddXX
+	zaddGT
+	zaddLT
+	zaddIncr
+)
+
+func cmdZadd(c *cmdCtx, args []string) any    { return zaddGeneric(c, args, 0) }
+func cmdZincrby(c *cmdCtx, args []string) any { return zaddGeneric(c, args, zaddIncr) }
+
+// zaddGeneric is ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member ... and
+// ZINCRBY key increment member, parsed as Redis 7.0 parses them: options,
+// then every score (all-or-nothing), then the key's type.
+func zaddGeneric(c *cmdCtx, args []string, flags int) any {
+	ch := false
+	i := 2
+options:
+	for ; i < len(args); i++ {
+		switch lowerASCII(args[i]) {
+		case "nx":
+			flags |= zaddNX
+		case "xx":
+			flags |= zaddXX
+		case "ch":
+			ch = true
+		case "incr":
+			flags |= zaddIncr
+		case "gt":
+			flags |= zaddGT
+		case "lt":
+			flags |= zaddLT
+		default:
+			break options
+		}
+	}
+	incr, nx, xx := flags&zaddIncr != 0, flags&zaddNX != 0, flags&zaddXX != 0
+	gt, lt := flags&zaddGT != 0, flags&zaddLT != 0
+	elements := len(args) - i
+	if elements%2 != 0 || elements == 0 {
+		return errSyntax()
+	}
+	elements /= 2
+	if nx && xx {
+		return errorf("ERR XX and NX options at the same time are not compatible")
+	}
+	if (gt && nx) || (lt && nx) || (gt && lt) {
+		return errorf("ERR GT, LT, and/or NX options at the same time are not compatible")
+	}
+	if incr && elements > 1 {
+		return errorf("ERR INCR option supports a single increment-element pair")
+	}
+	scores := make([]float64, elements)
+	for j := range scores {
+		f, ok := parseFloat(args[i+2*j])
+		if !ok {
+			return errNotFloat()
+		}
+		scores[j] = f
+	}
+	e, err := c.lookupKind(args[1], kindZset)
+	if err != nil {
+		return err
+	}
+	var added, updated, processed int64
+	var score float64
+	if e == nil && !xx {
+		e = &entry{kind: kindZset, zset: newZset()}
+		c.ks.add(args[1], e, c.now)
+	}
+	if e != nil {
+		z := e.zset
+		for j, s := range scores {
+			member := args[i+2*j+1]
+			score = s
+			cur, exists := z.score(member)
+			switch {
+			case exists && nx:
+				continue
+			case exists:
+				if incr {
+					score += cur
+					if math.IsNaN(score) {
+						return errorf("ERR resulting score is not a number (NaN)")
+					}
+				}
+				if (lt && score >= cur) || (gt && score <= cur) {
+					continue
+				}
+				if score != cur {
+					z.set(score, member)
+					updated++
+				}
+				processed++
+			case !xx:
+				z.insert(score, member)
+				added++
+				processed++
+			}
+		}
+	}
+	if incr {
+		if processed > 0 {
+			return formatScore(score)
+		}
+		return nil
+	}
+	if ch {
+		return added + updated
+	}
+	return added
+}
+
+func cmdZrem(c *cmdCtx, args []string) any {
+	e, err := c.lookupKind(args[1], kindZset)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return int64(0)
+	}
+	var n int64
+	for _, m := range args[2:] {
+		if e.zset.remove(m) {
+			n++
+			if e.zset.card() == 0 {
+				c.ks.del(args[1])
+				break
+			}
+		}
+	}
+	return n
+}
+
+func cmdZcard(c *cmdCtx, args []string) any {
+	e, err := c.lookupKind(args[1], kindZset)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return int64(0)
+	}
+	return int64(e.zset.card())
+}
+
+// parseScoreRange parses ZCOUNT-style bounds: a number, optionally after "("
+// for an exclusive end; "-inf" and "+inf" work as strtod reads them.
+func parseScoreRange(min, max string) (scoreRange, bool) {
+	var r scoreRange
+	var ok bool
+	if len(min) > 0 && min[0] == '(' {
+		r.minEx = true
+		min = min[1:]
+	}
+	if r.min, ok = parseRangeFloat(min); !ok {
+		return r, false
+	}
+	if len(max) > 0 && max[0] == '(' {
+		r.maxEx = true
+		max = max[1:]
+	}
+	if r.max, ok = parseRangeFloat(max); !ok {
+		return r, false
+	}
+	return r, true
+}
+
+func cmdZcount(c *cmdCtx, args []string) any {
+	r, ok := parseScoreRange(args[2], args[3])
+	if !ok {
+		return errMinMax()
+	}
+	e, err := c.lookupKind(args[1], kindZset)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return int64(0)
+	}
+	return int64(e.zset.count(&r))
+}
+
+func cmdZscore(c *cmdCtx, args []string) any {
+	e, err := c.lookupKind(args[1], kindZset)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return nil
+	}
+	if s, ok := e.zset.score(args[2]); ok {
+		return formatScore(s)
+	}
+	return nil
+}
+
+func cmdZrank(c *cmdCtx, args []string) any {
+	e, err := c.lookupKind(args[1], kindZset)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return nil
+	}
+	if r, ok := e.zset.rank(args[2]); ok {
+		return int64(r)
+	}
+	return nil
+}
+
+// Range kinds and directions of Redis 7.0's zrangeGenericCommand.
+const (
+	rangeAuto = iota
+	rangeRank
+	rangeScore
+)
+
+const (
+	dirAuto = iota
+	dirForward
+	dirReverse
+)
+
+func cmdZrange(c *cmdCtx, args []string) any { return zrangeGeneric(c, args, rangeAuto, dirAuto) }
+func cmdZrevrange(c *cmdCtx, args []string) any {
+	return zrangeGeneric(c, args, rangeRank, dirReverse)
+}
+func cmdZrangebyscore(c *cmdCtx, args []string) any {
+	return zrangeGeneric(c, args, rangeScore, dirForward)
+}
+func cmdZrevrangebyscore(c *cmdCtx, args []string) any {
+	return zrangeGeneric(c, args, rangeScore, dirReverse)
+}
+
+// zrangeGeneric serves ZRANGE key min max [BYSCORE] [REV] [LIMIT offset
+// count] [WITHSCORES] and its older forms, as Redis 7.0 parses them. BYLEX is
+// not implemented.
+func zrangeGeneric(c *cmdCtx, args []string, kindOfRange, dir int) any {
+	withScores := false
+	offset, limit := int64(0), int64(-1)
+	for j := 4; j < len(args); j++ {
+		left := len(args) - j - 1
+		opt := lowerASCII(args[j])
+		switch {
+		case opt == "withscores":
+			withScores = true
+		case opt == "limit" && left >= 2:
+			var ok bool
+			if offset, ok = parseInt(args[j+1]); !ok {
+				return errNotInt()
+			}
+			if limit, ok = parseInt(args[j+2]); !ok {
+				return errNotInt()
+			}
+			j += 2
+		case dir == dirAuto && opt == "rev":
+			dir = dirReverse
+		case kindOfRange == rangeAuto && opt == "byscore":
+			kindOfRange = rangeScore
+		case kindOfRange == rangeAuto && opt == "bylex":
+			return errorf("ERR luahost does not implement ZRANGE BYLEX")
+		default:
+			return errSyntax()
+		}
+	}
+	if dir == dirAuto {
+		dir = dirForward
+	}
+	if kindOfRange == rangeAuto {
+		kindOfRange = rangeRank
+	}
+	if limit != -1 && kindOfRange == rangeRank {
+		return errorf("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX")
+	}
+	reverse := dir == dirReverse
+	minArg, maxArg := args[2], args[3]
+	if reverse && kindOfRange == rangeScore {
+		minArg, maxArg = maxArg, minArg
+	}
+	var start, end int64
+	var r scoreRange
+	if kindOfRange == rangeRank {
+		var ok bool
+		if start, ok = parseInt(minArg); !ok {
+			return errNotInt()
+		}
+		if end, ok = parseInt(maxArg); !ok {
+			return errNotInt()
+		}
+	} else {
+		var ok bool
+		if r, ok = parseScoreRange(minArg, maxArg); !ok {
+			return errMinMax()
+		}
+	}
+	e, err := c.lookupKind(args[1], kindZset)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return []any{}
+	}
+	if kindOfRange == rangeRank {
+		return zrangeByRank(e.zset, start, end, withScores, reverse)
+	}
+	return zrangeByScore(e.zset, &r, offset, limit, withScores, reverse)
+}
+
+// clampRanks turns Redis start/stop indexes (negative from the end) into a
+// valid inclusive 0-based range, or ok=false when it is empty.
+func clampRanks(start, end int64, n int) (int, int, bool) {
+	llen := int64(n)
+	if start < 0 {
+		start += llen
+	}
+	if end < 0 {
+		end += llen
+	}
+	if start < 0 {
+		start = 0
+	}
+	if start > end || start >= llen {
+		return 0, 0, false
+	}
+	if end >= llen {
+		end = llen - 1
+	}
+	return int(start), int(end), true
+}
+
+func zrangeByRank(z *zset, start, end int64, withScores, reverse bool) any {
+	s, e, ok := clampRanks(start, end, z.card())
+	if !ok {
+		return []any{}
+	}
+	n := e - s + 1
+	out := make([]any, 0, n*(1+boolInt(withScores)))
+	var x *zslNode
+	if reverse {
+		x = z.byRank(z.card() - 1 - s)
+	} else {
+		x = z.byRank(s)
+	}
+	for ; n > 0 && x != nil; n-- {
+		out = append(out, x.member)
+		if withScores {
+			out = append(out, formatScore(x.score))
+		}
+		if reverse {
+			x = x.backward
+		} else {
+			x = x.level[0].forward
+		}
+	}
+	return out
+}
+
+// zrangeByScore lists members in r, skipping offset of them and returning
+// at most limit (all when limit < 0; none when offset < 0), as Redis's
+// genericZrangebyscoreCommand does.
+func zrangeByScore(z *zset, r *scoreRange, offset, limit int64, withScores, reverse bool) any {
+	out := []any{}
+	if offset > 0 && offset >= int64(z.card()) {
+		return out
+	}
+	var x *zslNode
+	if reverse {
+		x, _ = z.lastInRange(r)
+	} else {
+		x, _ = z.firstInRange(r)
+	}
+	step := func(n *zslNode) *zslNode {
+		if reverse {
+			return n.backward
+		}
+		return n.level[0].forward
+	}
+	for ; x != nil && offset != 0; offset-- {
+		x = step(x)
+	}
+	for ; x != nil && limit != 0; limit-- {
+		if reverse && !r.gteMin(x.score) || !reverse && !r.lteMax(x.score) {
+			break
+		}
+		out = append(out, x.member)
+		if withScores {
+			out = append(out, formatScore(x.score))
+		}
+		x = step(x)
+	}
+	return out
+}
+
+func cmdZremrangebyscore(c *cmdCtx, args []string) any {
+	r, ok := parseScoreRange(args[2], args[3])
+	if !ok {
+		return errMinMax()
+	}
+	e, err := c.lookupKind(args[1], kindZset)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return int64(0)
+	}
+	n := e.zset.deleteRangeByScore(&r)
+	if e.zset.card() == 0 {
+		c.ks.del(args[1])
+	}
+	return int64(n)
+}
+
+func cmdZremrangebyrank(c *cmdCtx, args []string) any {
+	start, ok := parseInt(args[2])
+	if !ok {
+		return errNotInt()
+	}
+	end, ok := parseInt(args[3])
+	if !ok {
+		return errNotInt()
+	}
+	e, err := c.lookupKind(args[1], kindZset)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return int64(0)
+	}
+	s, en, ok := clampRanks(start, end, e.zset.card())
+	if !ok {
+		return int64(0)
+	}
+	n := e.zset.deleteRangeByRank(s, en)
+	if e.zset.card() == 0 {
+		c.ks.del(args[1])
+	}
+	return int64(n)
+}
+
+// cmdZpopmin is ZPOPMIN key [count]: a flat member, score array.
+func cmdZpopmin(c *cmdCtx, args []string) any {
+	if len(args) > 3 {
+		return errSyntax()
+	}
+	count := int64(1)
+	if len(args) == 3 {
+		var ok bool
+		if count, ok = parseInt(args[2]); !ok || count < 0 {
+			return errorf("ERR value is out of range, must be positive")
+		}
+	}
+	e, err := c.lookupKind(args[1], kindZset)
+	if err != nil {
+		return err
+	}
+	if e == nil || count == 0 {
+		return []any{}
+	}
+	out := []any{}
+	for ; count > 0; count-- {
+		x := e.zset.first()
+		if x == nil {
+			break
+		}
+		out = append(out, x.member, formatScore(x.score))
+		e.zset.remove(x.member)
+	}
+	if e.zset.card() == 0 {
+		c.ks.del(args[1])
+	}
+	return out
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,248 @@
+package luahost
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/ast"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// chunkName is the name Redis 7.0 gives an EVAL script: Lua messages say
+// "user_script:LINE:", error replies "on @user_script:LINE.".
+const chunkName = "user_script"
+
+// Names no Lua source can spell, for the number-to-string helper that
+// concatenation is rewritten to call (see rewriteConcat).
+const (
+	tostrGlobal = "(luahost tostring)"
+	tostrLocal  = "(tostring)"
+)
+
+// compile parses and compiles src as a Redis script chunk named name.
+// Concatenations are rewritten so that numbers become strings as Lua 5.1
+// makes them ("%.14g"), not as gopher-lua does (Go's shortest form, and every
+// integral value in full).
+func compile(src, name string) (*lua.FunctionProto, error) {
+	chunk, err := parse.Parse(strings.NewReader(src), name)
+	if err != nil {
+		return nil, err
+	}
+	var rw rewriter
+	rw.stmts(chunk)
+	if rw.err != nil {
+		return nil, rw.err
+	}
+	if rw.concat {
+		decl := &ast.LocalAssignStmt{
+			Names: []string{tostrLocal},
+			Exprs: []ast.Expr{&ast.IdentExpr{Value: tostrGlobal}},
+		}
+		chunk = append([]ast.Stmt{decl}, chunk...)
+	}
+	proto, err := lua.Compile(chunk, name)
+	if err != nil {
+		return nil, err
+	}
+	// A main chunk is vararg without Lua 5.0's implicit arg table, as in Lua
+	// 5.1; gopher-lua would build that table (a map) on every call.
+	proto.IsVarArg &^= lua.VarArgNeedsArg
+	return proto, nil
+}
+
+// compileErrorMessage renders a parse or compile error the way Redis 7.0
+// reports a script that does not compile: "ERR Error compiling script (new
+// function): user_script:LINE: message near 'token'".
+func compileErrorMessage(src string, err error) string {
+	return oneLine("ERR Error compiling script (new function): " + compileErrorDetail(src, chunkName, err))
+}
+
+// compileErrorDetail renders a parse or compile error as Lua 5.1 does:
+// "chunk:LINE: message near 'token'". gopher-lua's messages are terser than
+// Lua 5.1's ("syntax error" rather than "'=' expected").
+func compileErrorDetail(src, name string, err error) string {
+	var perr *parse.Error
+	var cerr *lua.CompileError
+	var serr *syntaxError
+	switch {
+	case errors.As(err, &serr):
+		return fmt.Sprintf("%s:%d: %s", name, serr.line, serr.msg)
+	case errors.As(err, &perr):
+		msg := strings.TrimSpace(perr.Message)
+		if perr.Pos.Line == parse.EOF {
+			// Lua reports the end of input on the last line.
+			return fmt.Sprintf("%s:%d: %s near '<eof>'", perr.Pos.Source, strings.Count(src, "\n")+1, msg)
+		}
+		return fmt.Sprintf("%s:%d: %s near '%s'", perr.Pos.Source, perr.Pos.Line, msg, perr.Token)
+	case errors.As(err, &cerr):
+		return fmt.Sprintf("%s:%d: %s", name, cerr.Line, cerr.Message)
+	}
+	return strings.TrimSpace(err.Error())
+}
+
+// rewriter rewrites a chunk's AST before compilation (see compile).
+type rewriter struct {
+	concat bool  // a concatenation was rewritten
+	err    error // the first construct Lua 5.1 would not accept
+}
+
+// stmts rewrites every statement of a block.
+func (rw *rewriter) stmts(stmts []ast.Stmt) {
+	for _, s := range stmts {
+		rw.stmt(s)
+	}
+}
+
+func (rw *rewriter) stmt(s ast.Stmt) {
+	exprs := func(es []ast.Expr) {
+		for i := range es {
+			rw.expr(&es[i])
+		}
+	}
+	switch s := s.(type) {
+	case *ast.AssignStmt:
+		exprs(s.Lhs)
+		exprs(s.Rhs)
+	case *ast.LocalAssignStmt:
+		exprs(s.Exprs)
+	case *ast.FuncCallStmt:
+		rw.expr(&s.Expr)
+	case *ast.DoBlockStmt:
+		rw.stmts(s.Stmts)
+	case *ast.WhileStmt:
+		rw.expr(&s.Condition)
+		rw.stmts(s.Stmts)
+	case *ast.RepeatStmt:
+		rw.expr(&s.Condition)
+		rw.stmts(s.Stmts)
+	case *ast.IfStmt:
+		rw.expr(&s.Condition)
+		rw.stmts(s.Then)
+		rw.stmts(s.Else)
+	case *ast.NumberForStmt:
+		rw.expr(&s.Init)
+		rw.expr(&s.Limit)
+		rw.expr(&s.Step)
+		rw.stmts(s.Stmts)
+	case *ast.GenericForStmt:
+		exprs(s.Exprs)
+		rw.stmts(s.Stmts)
+	case *ast.FuncDefStmt:
+		if s.Name != nil {
+			rw.expr(&s.Name.Func)
+			rw.expr(&s.Name.Receiver)
+		}
+		rw.stmts(s.Func.Stmts)
+	case *ast.ReturnStmt:
+		exprs(s.Exprs)
+	case *ast.GotoStmt:
+		// gopher-lua parses Lua 5.2's goto; Redis's Lua 5.1 does not.
+		rw.fail(s.Line(), "'=' expected near '"+s.Label+"'")
+	case *ast.LabelStmt:
+		rw.fail(s.Line(), "unexpected symbol near ':'")
+	}
+}
+
+func (rw *rewriter) fail(line int, msg string) {
+	if rw.err == nil {
+		rw.err = &syntaxError{line: line, msg: msg}
+	}
+}
+
+// syntaxError is a construct gopher-lua accepts and Lua 5.1 does not.
+type syntaxError struct {
+	line int
+	msg  string
+}
+
+func (e *syntaxError) Error() string { return fmt.Sprintf("line %d: %s", e.line, e.msg) }
+
+// expr rewrites *e: every operand of a concatenation that is not a string
+// literal or itself a concatenation is wrapped in a call to the tostring
+// helper, which turns numbers into "%.14g" strings and returns anything else
+// unchanged, so that errors and __concat metamethods still happen in the
+// concatenation itself.
+func (rw *rewriter) expr(e *ast.Expr) {
+	if *e == nil {
+		return
+	}
+	switch x := (*e).(type) {
+	case *ast.StringConcatOpExpr:
+		rw.concat = true
+		rw.expr(&x.Lhs)
+		rw.expr(&x.Rhs)
+		x.Lhs = wrapOperand(x.Lhs)
+		x.Rhs = wrapOperand(x.Rhs)
+	case *ast.AttrGetExpr:
+		rw.expr(&x.Object)
+		rw.expr(&x.Key)
+	case *ast.TableExpr:
+		for _, f := range x.Fields {
+			rw.expr(&f.Key)
+			rw.expr(&f.Value)
+		}
+	case *ast.FuncCallExpr:
+		rw.expr(&x.Func)
+		rw.expr(&x.Receiver)
+		for i := range x.Args {
+			rw.expr(&x.Args[i])
+		}
+	case *ast.LogicalOpExpr:
+		rw.expr(&x.Lhs)
+		rw.expr(&x.Rhs)
+	case *ast.RelationalOpExpr:
+		rw.expr(&x.Lhs)
+		rw.expr(&x.Rhs)
+	case *ast.ArithmeticOpExpr:
+		rw.expr(&x.Lhs)
+		rw.expr(&x.Rhs)
+	case *ast.UnaryMinusOpExpr:
+		rw.expr(&x.Expr)
+	case *ast.UnaryNotOpExpr:
+		rw.expr(&x.Expr)
+	case *ast.UnaryLenOpExpr:
+		rw.expr(&x.Expr)
+	case *ast.FunctionExpr:
+		rw.stmts(x.Stmts)
+	case *ast.NumberExpr:
+		x.Value = normalizeNumber(x.Value)
+	}
+}
+
+// normalizeNumber rewrites a number literal so that gopher-lua reads the
+// value Lua 5.1 reads: gopher-lua turns literals it cannot parse, such as
+// 1e309 (infinity in Lua) or hexadecimal beyond 64 bits, into NaN.
+func normalizeNumber(lit string) string {
+	f, ok := luaStringToNumber(lit)
+	if !ok {
+		return lit
+	}
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsNaN(f):
+		return lit
+	}
+	if n, err := strconv.ParseInt(lit, 0, 64); err == nil && float64(n) == f {
+		return lit
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+func wrapOperand(e ast.Expr) ast.Expr {
+	switch e.(type) {
+	case *ast.StringExpr, *ast.StringConcatOpExpr:
+		return e
+	}
+	fn := &ast.IdentExpr{Value: tostrLocal}
+	fn.SetLine(e.Line())
+	fn.SetLastLine(e.LastLine())
+	call := &ast.FuncCallExpr{Func: fn, Args: []ast.Expr{e}}
+	call.SetLine(e.Line())
+	call.SetLastLine(e.LastLine())
+	return call
+}

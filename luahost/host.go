@@ -1,0 +1,386 @@
+package luahost
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"strconv"
+	"sync"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// DefaultTimeout is the script deadline a Host uses unless WithTimeout says
+// otherwise. Rate-limiting scripts run in microseconds; a script still
+// running after a second is a runaway loop, and failing it in a second
+// keeps tests and simulations from hanging while leaving room for slow CI
+// machines and the race detector.
+const DefaultTimeout = time.Second
+
+type options struct {
+	clock    Clock
+	timeout  time.Duration
+	commands []string // nil: every implemented command
+	strict   bool
+}
+
+// Option configures a Host.
+type Option func(*options)
+
+// WithClock makes c the host's clock: TIME answers it and TTLs run on it.
+// The default (and what nil means) is the machine's wall clock.
+func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithTimeout sets the deadline of one script run: a script still running
+// after d of wall-clock time fails with an *ErrorReply wrapping ErrTimeout.
+// 0 (or less) means no deadline, which saves a check per Lua instruction,
+// a few percent of a small script's run time (BenchmarkEvalSHA). The
+// default is DefaultTimeout.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithCommands limits the Redis commands scripts may call to names
+// (case-insensitive); any other command fails in the script with Redis's
+// "This Redis command is not allowed from script" error. Names the host
+// does not implement stay unknown commands. The default allows every
+// command the host implements. Do is not limited.
+func WithCommands(names ...string) Option {
+	return func(o *options) { o.commands = append([]string{}, names...) }
+}
+
+// WithStrictKeys controls whether a script may only touch the keys passed in
+// KEYS (default true). A command naming any other key then fails in the
+// script with an "ERR luahost: ..." error. Redis itself enforces this only in
+// cluster mode, for keys of other slots; the host is stricter so that a
+// script that would break on Redis Cluster or Dragonfly fails in tests.
+func WithStrictKeys(on bool) Option { return func(o *options) { o.strict = on } }
+
+// Host is an in-process stand-in for a Redis 7.0 server running Lua
+// scripts: a gopher-lua VM set up as Redis sets up its Lua environment, and
+// an in-memory keyspace of strings, hashes and sorted sets whose TTLs run
+// on the host's Clock.
+//
+// A Host is safe for concurrent use. Like Redis it runs one script or
+// command at a time, so a script is atomic with respect to everything else
+// done through the same Host.
+type Host struct {
+	mu      sync.Mutex
+	clock   Clock
+	timeout time.Duration
+	allowed map[*command]bool // nil: every command
+	strict  bool
+
+	ks   keyspace
+	rand redisRand
+	cc   cmdCtx
+
+	vm      *vm
+	scripts map[string]*lua.LFunction
+
+	run runState
+}
+
+// runState describes the script being run.
+type runState struct {
+	sha  string
+	keys []string // KEYS as passed in, for strict-key checks
+	// Where the error being handled was raised, found by the error handler.
+	errSource string
+	errLine   int
+	args      []string // reused buffer for redis.call arguments
+	dl        deadline
+}
+
+// New returns a Host with an empty keyspace and no scripts.
+func New(opts ...Option) *Host {
+	o := options{clock: wallClock{}, timeout: DefaultTimeout, strict: true}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clock == nil {
+		o.clock = wallClock{}
+	}
+	o.timeout = max(o.timeout, 0)
+	h := &Host{
+		clock:   o.clock,
+		timeout: o.timeout,
+		strict:  o.strict,
+		ks:      newKeyspace(),
+		rand:    newRedisRand(),
+		scripts: make(map[string]*lua.LFunction),
+	}
+	if o.commands != nil {
+		h.allowed = make(map[*command]bool, len(o.commands))
+		for _, n := range o.commands {
+			if c := findCommand(n); c != nil {
+				h.allowed[c] = true
+			}
+		}
+	}
+	h.cc = cmdCtx{h: h, ks: &h.ks}
+	h.initVM()
+	return h
+}
+
+// sha1hex returns the lower-case hex SHA1 of s, as SCRIPT LOAD names
+// scripts.
+func sha1hex(s string) string {
+	sum := sha1.Sum([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// Load compiles src and keeps it under the lower-case hex SHA1 of src, which
+// it returns, as SCRIPT LOAD does. A script that does not compile is an
+// *ErrorReply starting "ERR Error compiling script". Loading the same source
+// again is cheap.
+func (h *Host) Load(src string) (sha string, err error) {
+	sha = sha1hex(src)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, err := h.load(sha, src); err != nil {
+		return "", err
+	}
+	return sha, nil
+}
+
+func (h *Host) load(sha, src string) (*lua.LFunction, error) {
+	if fn, ok := h.scripts[sha]; ok {
+		return fn, nil
+	}
+	proto, err := compile(src, chunkName)
+	if err != nil {
+		return nil, errorf(compileErrorMessage(src, err))
+	}
+	fn := h.vm.L.NewFunctionFromProto(proto)
+	fn.Env = h.vm.env
+	h.scripts[sha] = fn
+	return fn, nil
+}
+
+// FlushScripts forgets every loaded script, as SCRIPT FLUSH does; EvalSHA
+// then answers NOSCRIPT until the script is loaded again.
+func (h *Host) FlushScripts() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	clear(h.scripts)
+}
+
+// EvalSHA runs the loaded script sha (case-insensitive) with KEYS and ARGV,
+// as EVALSHA does, and returns its reply: int64, string, nil (nil bulk) or
+// []any of those, with status replies as plain strings, as go-redis decodes
+// RESP2. An error reply, a script error or an unknown sha ("NOSCRIPT ...")
+// is returned as an *ErrorReply; an error nested in an array reply is an
+// *ErrorReply element. ctx can stop the script early (see ErrorReply.Unwrap);
+// a ctx already done returns ctx.Err() without running anything.
+func (h *Host) EvalSHA(ctx context.Context, sha string, keys []string, args []string) (any, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sha = lowerASCII(sha)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fn, ok := h.scripts[sha]
+	if !ok {
+		return nil, errorf("NOSCRIPT No matching script. Please use EVAL.")
+	}
+	return h.runScript(ctx, sha, fn, keys, args)
+}
+
+// Eval loads src (see Load) and runs it (see EvalSHA), as EVAL does.
+func (h *Host) Eval(ctx context.Context, src string, keys, args []string) (any, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sha := sha1hex(src)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	fn, err := h.load(sha, src)
+	if err != nil {
+		return nil, err
+	}
+	return h.runScript(ctx, sha, fn, keys, args)
+}
+
+// Do runs one command against the keyspace outside any script, with the
+// same implementation scripts reach through redis.call, and returns its
+// reply as EvalSHA does. Unknown commands and wrong argument counts get
+// Redis's errors; the command allowlist and strict keys do not apply.
+func (h *Host) Do(ctx context.Context, args ...string) (any, error) {
+	if ctx != nil {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if len(args) == 0 {
+		return nil, errorf("ERR empty command")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	cmd := findCommand(args[0])
+	if cmd == nil {
+		return nil, errorf(unknownCommandMessage(args))
+	}
+	if !cmd.arityOK(len(args)) {
+		return nil, errArity(cmd.name)
+	}
+	h.cc.now = h.clock.Now().UnixMilli()
+	return goReply(cmd.run(&h.cc, args))
+}
+
+// unknownCommandMessage is Redis 7.0's reply to an unknown command.
+func unknownCommandMessage(args []string) string {
+	var b []byte
+	b = append(b, "ERR unknown command '"...)
+	b = append(b, truncate(args[0], 128)...)
+	b = append(b, "', with args beginning with: "...)
+	n := 0
+	for _, a := range args[1:] {
+		if n >= 128 {
+			break
+		}
+		a = truncate(a, 128-n)
+		b = append(b, '\'')
+		b = append(b, a...)
+		b = append(b, "' "...)
+		n += len(a) + 3
+	}
+	return oneLine(string(b))
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// goReply turns a command reply into what Do returns.
+func goReply(r any) (any, error) {
+	switch r := r.(type) {
+	case *ErrorReply:
+		return nil, r
+	case statusReply:
+		return string(r), nil
+	case []any:
+		for i, e := range r {
+			if s, ok := e.(statusReply); ok {
+				r[i] = string(s)
+			}
+		}
+	}
+	return r, nil
+}
+
+// Keys returns the live keys, sorted. It also frees expired keys.
+func (h *Host) Keys() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ks.keys(h.clock.Now().UnixMilli())
+}
+
+// Len returns the number of live keys. It also frees expired keys.
+func (h *Host) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ks.sweep(h.clock.Now().UnixMilli())
+	return len(h.ks.m)
+}
+
+// Dump returns a canonical rendering of key's type, value and absolute
+// expiry instant, and whether the key is live. Two dumps are equal exactly
+// when the key holds the same value and expires at the same millisecond,
+// which is what "unchanged" means; hash field order does not matter. The
+// format is not Redis's DUMP format and may change.
+func (h *Host) Dump(key string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.ks.lookup(key, h.clock.Now().UnixMilli())
+	if e == nil {
+		return "", false
+	}
+	return dump(e), true
+}
+
+// runScript runs fn as script sha. h.mu is held.
+func (h *Host) runScript(ctx context.Context, sha string, fn *lua.LFunction, keys, args []string) (any, error) {
+	L := h.vm.L
+	h.vm.setArgs(keys, args)
+	start := h.clock.Now()
+	h.run.sha = sha
+	h.run.keys = keys
+	h.run.errSource, h.run.errLine = "", 0
+	h.cc.now = start.UnixMilli()
+
+	dl := &h.run.dl
+	*dl = deadline{}
+	if pd := ctx.Done(); pd != nil {
+		dl.parent, dl.pdone = ctx, pd
+	}
+	if h.timeout > 0 {
+		dl.at = time.Now().Add(h.timeout)
+	}
+	watch := dl.pdone != nil || !dl.at.IsZero()
+	if watch {
+		L.SetContext(dl)
+	}
+
+	L.Push(fn)
+	err := L.PCall(0, 1, h.vm.handler)
+
+	if watch {
+		L.RemoveContext()
+	}
+	h.run.keys = nil
+	if err != nil {
+		return nil, h.scriptError(err)
+	}
+	ret := L.Get(-1)
+	L.Pop(1)
+	r := luaToReply(ret, 0)
+	if e, ok := r.(*ErrorReply); ok {
+		return nil, e
+	}
+	return r, nil
+}
+
+// scriptError turns the error of a failed script run into the *ErrorReply
+// Redis 7.0 would send: the message ("ERR " in front unless it is an error
+// table, like those redis.call raises, which carries its own code) and
+// " script: <sha>, on @user_script:<line>." when the line is known.
+func (h *Host) scriptError(err error) *ErrorReply {
+	var obj lua.LValue = lua.LString(err.Error())
+	if aerr, ok := err.(*lua.ApiError); ok {
+		obj = aerr.Object
+	}
+	var msg string
+	var cause error
+	if t, ok := obj.(*lua.LTable); ok {
+		switch e := h.vm.L.GetField(t, "err").(type) {
+		case lua.LString, lua.LNumber:
+			msg = luaToString(e)
+		default:
+			// Redis 7.0 crashes on error({}); report something sane.
+			msg = "ERR unknown error"
+		}
+	} else {
+		msg = "ERR " + luaToString(obj)
+	}
+	if derr := h.run.dl.err; derr != nil {
+		cause = derr
+		if derr == ErrTimeout {
+			msg = "ERR Script killed by luahost: it ran past the " + h.timeout.String() + " deadline"
+		} else {
+			msg = "ERR Script stopped by its context: " + derr.Error()
+		}
+	}
+	if h.run.errLine > 0 {
+		msg += " script: " + h.run.sha + ", on " + h.run.errSource + ":" + strconv.Itoa(h.run.errLine) + "."
+	}
+	return &ErrorReply{Msg: oneLine(msg), cause: cause}
+}
