@@ -59,7 +59,7 @@ func Assemble(algs []*Algorithm) (*Script, error) {
 	}
 	b.WriteString("\nlocal function load_algorithm(name)\n")
 	for _, a := range algs {
-		fmt.Fprintf(&b, "if name == '%s' then return (function()\n%s\nend)() end\n", a.Name, a.Source)
+		fmt.Fprintf(&b, "if name == '%s' then\nlocal params, validate, check, commit, refund\n%s\nreturn params, validate or false, check, commit, refund or false\nend\n", a.Name, a.Source)
 	}
 	b.WriteString("return nil\nend\n\n")
 	b.WriteString(lua.Source("dispatch.lua"))

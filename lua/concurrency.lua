@@ -12,7 +12,8 @@
 --         reset_after = until the last lease expires.
 -- Denials are a 503-class answer (capacity), not a 429.
 
-local M = {params = {'pos', 'pos', 'str'}}
+params = {'pos', 'pos', 'str'}
+
 
 local function member(lease, cost, i)
   if cost == 1 then
@@ -21,7 +22,7 @@ local function member(lease, cost, i)
   return lease .. ':' .. i
 end
 
-function M.check(key, now, cost, p)
+function check(key, now, cost, p)
   local max, ttl = p[1], p[2]
   local active = call('ZCOUNT', key, now + 1, '+inf')
   local reset = 0
@@ -43,7 +44,7 @@ function M.check(key, now, cost, p)
   return 0, nonneg(max - active), tonumber(r[2]) - now, reset, max
 end
 
-function M.commit(key, w)
+function commit(key, w)
   local now, ttl, lease, cost = w[1], w[2], w[3], w[4]
   call('ZREMRANGEBYSCORE', key, '-inf', now)
   for i = 1, cost do
@@ -53,10 +54,9 @@ function M.commit(key, w)
 end
 
 -- refund releases the lease.
-function M.refund(key, now, cost, p)
+function refund(key, now, cost, p)
   for i = 1, cost do
     call('ZREM', key, member(p[3], cost, i))
   end
 end
 
-return M

@@ -50,25 +50,28 @@ if n == nil or n ~= #KEYS then
   return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[4]) .. ' does not match ' .. #KEYS .. ' keys')
 end
 
--- Parse every rule before touching any key. Rules live in parallel arrays (string-keyed
--- tables cost a hash each), and the few instantiated algorithms in a short list.
-local algs, costs, shadows, params = {}, {}, {}, {}
-local names, mods = {}, {}
+-- Parse every rule before touching any key. Each algorithm the call uses is instantiated
+-- once into `loaded` as six values at i .. i+5: name, params, validate, check, commit,
+-- refund. Rule r lives at rs[4r-3 .. 4r]: its algorithm's index i, cost, shadow flag and
+-- parameters. Flat arrays keep a call's allocations low.
+local rs, loaded = {}, {}
 local a = 5
 for r = 1, n do
   local name = ARGV[a]
-  local alg
-  for i = 1, #names do
-    if names[i] == name then
-      alg = mods[i]
+  local base = 0
+  for i = 1, #loaded, 6 do
+    if loaded[i] == name then
+      base = i
     end
   end
-  if alg == nil then
-    alg = load_algorithm(name)
-    if alg == nil then
+  if base == 0 then
+    local params, validate, check, commit, refund = load_algorithm(name)
+    if params == nil then
       return redis.error_reply('RLCTL rule ' .. r .. ': unknown algorithm ' .. tostring(name))
     end
-    names[#names + 1], mods[#mods + 1] = name, alg
+    base = #loaded + 1
+    loaded[base], loaded[base + 1], loaded[base + 2] = name, params, validate
+    loaded[base + 3], loaded[base + 4], loaded[base + 5] = check, commit, refund
   end
   local cost = int_arg(ARGV[a + 1], 0)
   local flags = int_arg(ARGV[a + 2], 0)
@@ -76,7 +79,7 @@ for r = 1, n do
     return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
   end
   local p = {}
-  local kinds = alg.params
+  local kinds = loaded[base + 1]
   for j = 1, #kinds do
     local s = ARGV[a + 2 + j]
     local v
@@ -92,8 +95,9 @@ for r = 1, n do
     end
     p[j] = v
   end
-  if alg.validate then
-    local err = alg.validate(p)
+  local validate = loaded[base + 2]
+  if validate then
+    local err = validate(p)
     if err then
       return redis.error_reply('RLCTL rule ' .. r .. ': ' .. err)
     end
@@ -103,7 +107,7 @@ for r = 1, n do
       return redis.error_reply('RLCTL rule ' .. r .. ': key repeats rule ' .. i)
     end
   end
-  algs[r], costs[r], shadows[r], params[r] = alg, cost, flags % 2 == 1, p
+  rs[4 * r - 3], rs[4 * r - 2], rs[4 * r - 1], rs[4 * r] = base, cost, flags % 2 == 1, p
   a = a + 3 + #kinds
 end
 if a - 1 ~= #ARGV then
@@ -112,20 +116,21 @@ end
 
 if op == 'refund' then
   for r = 1, n do
-    if algs[r].refund and costs[r] > 0 then
-      algs[r].refund(KEYS[r], now, costs[r], params[r])
+    local refund = loaded[rs[4 * r - 3] + 5]
+    if refund and rs[4 * r - 2] > 0 then
+      refund(KEYS[r], now, rs[4 * r - 2], rs[4 * r])
     end
   end
   return {1, 0, now}
 end
 
--- Phase 1: check every rule; no writes.
+-- Phase 1: check every rule; no writes. Pending writes go in `pending` (false: none).
 local allowed, decider = 1, 0
 local out = {0, 0, 0}
 local pending = {}
 for r = 1, n do
-  local ok, remaining, retry, reset, limit, write = algs[r].check(KEYS[r], now, costs[r], params[r])
-  if ok == 0 and not shadows[r] and allowed == 1 then
+  local ok, remaining, retry, reset, limit, write = loaded[rs[4 * r - 3] + 3](KEYS[r], now, rs[4 * r - 2], rs[4 * r])
+  if ok == 0 and not rs[4 * r - 1] and allowed == 1 then
     allowed, decider = 0, r
   end
   pending[r] = write or false
@@ -136,15 +141,15 @@ end
 -- Phase 2: all or nothing.
 if allowed == 1 then
   for r = 1, n do
-    if pending[r] and costs[r] > 0 then
-      algs[r].commit(KEYS[r], pending[r])
+    if pending[r] and rs[4 * r - 2] > 0 then
+      loaded[rs[4 * r - 3] + 4](KEYS[r], pending[r])
     end
   end
 else
   -- Rules that would have allowed were not charged: report their state as a peek.
   for r = 1, n do
-    if out[r * 5 - 1] == 1 and costs[r] > 0 then
-      local _, remaining, _, reset = algs[r].check(KEYS[r], now, 0, params[r])
+    if out[r * 5 - 1] == 1 and rs[4 * r - 2] > 0 then
+      local _, remaining, _, reset = loaded[rs[4 * r - 3] + 3](KEYS[r], now, 0, rs[4 * r])
       out[r * 5], out[r * 5 + 2] = remaining, reset
     end
   end

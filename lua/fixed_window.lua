@@ -11,7 +11,8 @@
 -- Known:  a client can spend `limit` at the end of one window and `limit` again at the start
 --         of the next: up to 2*limit in any window-long interval. verify reports this.
 
-local M = {params = {'pos', 'pos'}}
+params = {'pos', 'pos'}
+
 
 local function used(key, win)
   local st = call('HMGET', key, 'w', 'n')
@@ -21,13 +22,13 @@ local function used(key, win)
   return 0
 end
 
-function M.validate(p)
+function validate(p)
   if p[1] * p[2] > MAX_INT then
     return 'fixed_window limit*window exceeds 2^53'
   end
 end
 
-function M.check(key, now, cost, p)
+function check(key, now, cost, p)
   local limit, window = p[1], p[2]
   local win = idiv(now, window)
   local n = used(key, win)
@@ -48,12 +49,12 @@ function M.check(key, now, cost, p)
   return 0, nonneg(limit - n), to_end, reset, limit
 end
 
-function M.commit(key, w)
+function commit(key, w)
   call('HSET', key, 'w', w[1], 'n', w[2])
   expire_us(key, w[3])
 end
 
-function M.refund(key, now, cost, p)
+function refund(key, now, cost, p)
   local win = idiv(now, p[2])
   local n = used(key, win)
   if n > 0 then
@@ -61,4 +62,3 @@ function M.refund(key, now, cost, p)
   end
 end
 
-return M

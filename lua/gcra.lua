@@ -12,15 +12,16 @@
 --         reset_after = ceil(D') (until TAT' <= now).
 -- TTL:    reset_after; TAT <= now and a missing key mean the same thing.
 
-local M = {params = {'pos', 'pos', 'pos'}}
+params = {'pos', 'pos', 'pos'}
 
-function M.validate(p)
+
+function validate(p)
   if p[3] * p[2] > MAX_INT / 4 then
     return 'gcra burst*period exceeds 2^51'
   end
 end
 
-function M.check(key, now, cost, p)
+function check(key, now, cost, p)
   local rate, period, burst = p[1], p[2], p[3]
   local st = call('HMGET', key, 't', 'r')
   local t = tonumber(st[1])
@@ -41,12 +42,12 @@ function M.check(key, now, cost, p)
   return 0, nonneg(idiv(cap - d, period)), cdiv(d2 - cap, rate), cdiv(d, rate), burst
 end
 
-function M.commit(key, w)
+function commit(key, w)
   call('HSET', key, 't', w[1], 'r', w[2])
   expire_us(key, w[3])
 end
 
-function M.refund(key, now, cost, p)
+function refund(key, now, cost, p)
   local rate, period = p[1], p[2]
   local st = call('HMGET', key, 't', 'r')
   local t = tonumber(st[1])
@@ -63,4 +64,3 @@ function M.refund(key, now, cost, p)
   expire_us(key, cdiv(d, rate))
 end
 
-return M

@@ -13,9 +13,10 @@
 --         -1 when cost > capacity. reset_after = until the bucket is empty.
 -- TTL:    reset_after; an empty bucket and a missing key mean the same thing.
 
-local M = {params = {'pos', 'pos', 'pos'}}
+params = {'pos', 'pos', 'pos'}
 
-function M.validate(p)
+
+function validate(p)
   if p[1] * p[3] > MAX_INT / 2 then
     return 'leaky_bucket capacity*period exceeds 2^52'
   end
@@ -37,7 +38,7 @@ local function level(key, now, rate)
   return l, t
 end
 
-function M.check(key, now, cost, p)
+function check(key, now, cost, p)
   local capacity, rate, period = p[1], p[2], p[3]
   local full = capacity * period
   local l, t = level(key, now, rate)
@@ -53,12 +54,12 @@ function M.check(key, now, cost, p)
   return 0, idiv(full - l, period), skew + cdiv(l2 - full, rate), skew + cdiv(l, rate), capacity
 end
 
-function M.commit(key, w)
+function commit(key, w)
   call('HSET', key, 'l', w[1], 't', w[2])
   expire_us(key, w[3])
 end
 
-function M.refund(key, now, cost, p)
+function refund(key, now, cost, p)
   local rate, period = p[2], p[3]
   local l, t = level(key, now, rate)
   local l2 = nonneg(l - cost * period)
@@ -70,4 +71,3 @@ function M.refund(key, now, cost, p)
   expire_us(key, (t - now) + cdiv(l2, rate))
 end
 
-return M

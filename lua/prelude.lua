@@ -3,12 +3,17 @@
 -- The engine script is this prelude, then a function that instantiates an algorithm by
 -- name, with every registered algorithm file as one branch:
 --   local function load_algorithm(name)
---     if name == '<name>' then return (function() <algorithm file> end)() end
+--     if name == '<name>' then
+--       local params, validate, check, commit, refund
+--       <algorithm file: assigns those five names>
+--       return params, validate or false, check, commit, refund or false
+--     end
 --     ...
 --   end
 -- and finally dispatch.lua. Only the algorithms a call uses are instantiated, so the cost of
--- a call does not grow with the number of registered algorithms. Everything is a local:
--- the script creates no globals.
+-- a call does not grow with the number of registered algorithms, and an algorithm is five
+-- values rather than a table (a string-keyed table costs a hash map on every call).
+-- Everything is a local: the script creates no globals.
 --
 -- Units and precision: time is an integer count of microseconds, counts are integers.
 -- Lua 5.1 numbers are IEEE doubles, exact for integers up to 2^53; the registry keeps every

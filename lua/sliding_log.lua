@@ -12,9 +12,10 @@
 -- writes: commit drops members that left the window, adds `cost` members, sets the TTL to
 --         reset_after. Memory is O(limit) members per key.
 
-local M = {params = {'pos', 'pos'}}
+params = {'pos', 'pos'}
 
-function M.validate(p)
+
+function validate(p)
   if p[1] > 1000000 then
     return 'sliding_log limit above 1000000 (one member per unit of cost)'
   end
@@ -29,7 +30,7 @@ local function newest(key)
   return nil
 end
 
-function M.check(key, now, cost, p)
+function check(key, now, cost, p)
   local limit, window = p[1], p[2]
   local lo = now - window + 1
   local count = call('ZCOUNT', key, lo, '+inf')
@@ -53,7 +54,7 @@ function M.check(key, now, cost, p)
   return 0, nonneg(limit - count), tonumber(r[2]) + window - now, reset, limit
 end
 
-function M.commit(key, w)
+function commit(key, w)
   local now, window, cost = w[1], w[2], w[3]
   call('ZREMRANGEBYSCORE', key, '-inf', now - window)
   local k = call('ZCOUNT', key, now, now)
@@ -71,7 +72,7 @@ function M.commit(key, w)
 end
 
 -- refund removes the newest `cost` members charged at `now`.
-function M.refund(key, now, cost, p)
+function refund(key, now, cost, p)
   local k = call('ZCOUNT', key, now, now)
   local stamp = string.format('%.0f', now)
   for i = k, math.max(k - cost + 1, 1), -1 do
@@ -79,4 +80,3 @@ function M.refund(key, now, cost, p)
   end
 end
 
-return M

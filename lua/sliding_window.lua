@@ -18,9 +18,10 @@
 --         previous window). verify checks the documented bound.
 -- TTL:    until the current window's count stops weighing, i.e. the end of the next window.
 
-local M = {params = {'pos', 'pos'}}
+params = {'pos', 'pos'}
 
-function M.validate(p)
+
+function validate(p)
   if p[1] * p[2] > MAX_INT / 4 then
     return 'sliding_window limit*window exceeds 2^51'
   end
@@ -39,7 +40,7 @@ local function view(key, now, window)
   return win, now - win * window, 0, 0
 end
 
-function M.check(key, now, cost, p)
+function check(key, now, cost, p)
   local limit, window = p[1], p[2]
   local win, e, cur, prev = view(key, now, window)
   local weight = prev * (window - e)
@@ -76,12 +77,12 @@ function M.check(key, now, cost, p)
   return 0, nonneg(limit - cur - used), window - e + e3, reset, limit
 end
 
-function M.commit(key, w)
+function commit(key, w)
   call('HSET', key, 'w', w[1], 'c', w[2], 'p', w[3])
   expire_us(key, w[4])
 end
 
-function M.refund(key, now, cost, p)
+function refund(key, now, cost, p)
   local window = p[2]
   local win = idiv(now, window)
   local st = call('HMGET', key, 'w', 'c', 'p')
@@ -93,4 +94,3 @@ function M.refund(key, now, cost, p)
   end
 end
 
-return M
