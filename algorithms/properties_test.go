@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rlctl/rlctl/luahost"
 )
 
 // evalFunc runs one call on some host of the engine script.
@@ -80,18 +81,16 @@ func checkRetryAfter(t *testing.T, eval evalFunc, states int) {
 
 func TestRedisRetryAfter(t *testing.T) {
 	ex := loadRedis(t)
-	// Each call is its own EVALSHA on a virtual clock, so a key with a tiny TTL could expire
-	// by real time between calls: persist keys, as the trace executor does.
-	rdb := ex.rdb
-	eval := redisEval(rdb, ex.script)
-	persisting := func(c *Call) (Reply, error) {
-		r, err := eval(c)
-		for _, k := range c.Keys() {
-			rdb.Persist(context.Background(), k)
+	// Calls run on a virtual clock, so a key with a tiny TTL could expire by real time
+	// between calls: each call goes through the trace executor, which persists its keys in
+	// the same MULTI/EXEC.
+	checkRetryAfter(t, func(c *Call) (Reply, error) {
+		r, err := ex.run([]Call{*c})
+		if err != nil {
+			return Reply{}, err
 		}
-		return r, err
-	}
-	checkRetryAfter(t, persisting, 300)
+		return r[0], nil
+	}, 300)
 }
 
 // TestRedisStackAtomicity: a stacked call denied by one enforcing rule leaves every key
@@ -106,12 +105,7 @@ func TestRedisStackAtomicity(t *testing.T) {
 		var rules []Rule
 		for j := range 3 {
 			a := builtin[rng.IntN(len(builtin))]
-			params := randomParams(rng, a)
-			for k := range params { // long windows: no real-time expiry during the test
-				if a.Params[min(k, len(a.Params)-1)].Kind != Count && params[k] != 0 {
-					params[k] += 3_600_000_000
-				}
-			}
+			params := paramsAtLeast(rng, a, 3_600_000_000) // nothing expires in real time here
 			rules = append(rules, Rule{Key: fmt.Sprintf("atomic:%d:%d", i, j), Algorithm: a, Params: params, Lease: fmt.Sprint("lease", i, j)})
 		}
 		// Charge each key a little, then exhaust the third.
@@ -250,4 +244,22 @@ func TestRedisRejectsMalformedCalls(t *testing.T) {
 	if _, err := ex.rdb.EvalSha(ctx, ex.script.SHA1, []string{"k-ok"}, anys(ok)...).Result(); err != nil {
 		t.Fatalf("the well-formed call fails: %v", err)
 	}
+}
+
+func TestLuahostRetryAfter(t *testing.T) {
+	s := Default()
+	clock := luahost.NewManualClock(time.UnixMicro(0))
+	h := luahost.New(luahost.WithClock(clock), luahost.WithCommands(s.Commands()...))
+	if _, err := h.Load(s.Source); err != nil {
+		t.Fatal(err)
+	}
+	checkRetryAfter(t, func(c *Call) (Reply, error) {
+		argv, err := c.Argv()
+		if err != nil {
+			return Reply{}, err
+		}
+		clock.Set(time.UnixMicro(c.Now))
+		v, err := h.EvalSHA(context.Background(), s.SHA1, c.Keys(), argv)
+		return decode(c, v, err)
+	}, 300)
 }

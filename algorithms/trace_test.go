@@ -26,15 +26,21 @@ type traceKey struct {
 
 // randomParams draws small parameters so that traces reach every branch often.
 func randomParams(rng *rand.Rand, a *Algorithm) []int64 {
+	return paramsAtLeast(rng, a, 0)
+}
+
+// paramsAtLeast draws parameters whose durations and periods are at least floor µs (plus
+// the usual small offsets), for tests where real time must not expire anything.
+func paramsAtLeast(rng *rand.Rand, a *Algorithm, floor int64) []int64 {
 	var w []int64
 	for _, p := range a.Params {
 		switch p.Kind {
 		case Count:
 			w = append(w, 1+rng.Int64N(12))
 		case Duration:
-			w = append(w, []int64{1, 7, 1000, 999_999, 1_000_000, 3_600_000_000}[rng.IntN(6)]+rng.Int64N(3))
+			w = append(w, floor+[]int64{1, 7, 1000, 999_999, 1_000_000, 3_600_000_000}[rng.IntN(6)]+rng.Int64N(3))
 		case Rate:
-			w = append(w, 1+rng.Int64N(7), []int64{1, 3, 1000, 1_000_000, 60_000_000}[rng.IntN(5)]+rng.Int64N(5))
+			w = append(w, 1+rng.Int64N(7), floor+[]int64{1, 3, 1000, 1_000_000, 60_000_000}[rng.IntN(5)]+rng.Int64N(5))
 		case Lease:
 			w = append(w, 0)
 		}
