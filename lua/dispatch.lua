@@ -17,7 +17,7 @@
 
 local function int_arg(s, min)
   local v = tonumber(s)
-  if v == nil or v ~= floor(v) or v < min or v > MAX_INT then
+  if v == nil or v % 1 ~= 0 or v < min or v > MAX_INT then
     return nil
   end
   return v
