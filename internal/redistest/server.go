@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -171,7 +172,7 @@ func (s *Server) launch() (*process, error) {
 	p.cmd.Stdout = &p.output
 	p.cmd.Stderr = &p.output
 	p.cmd.SysProcAttr = procAttr()
-	if err := p.cmd.Start(); err != nil {
+	if err := startProcess(p.cmd); err != nil {
 		return nil, fmt.Errorf("redis-server on %s: %w", s.Addr(), err)
 	}
 	go func() {
@@ -358,3 +359,32 @@ func forget(s *Server) {
 	delete(live, s)
 	liveMu.Unlock()
 }
+
+// startProcess starts cmd from one OS thread that lives as long as the test binary. The
+// kernel sends Pdeathsig when the thread that forked the child exits, not the process, and
+// the Go runtime may retire a thread; starting every server from a locked thread that never
+// exits means a server dies only with the test binary.
+func startProcess(cmd *exec.Cmd) error {
+	launcherOnce.Do(func() {
+		launches = make(chan launch)
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread lives until exit
+			for l := range launches {
+				l.done <- l.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	launches <- launch{cmd: cmd, done: done}
+	return <-done
+}
+
+type launch struct {
+	cmd  *exec.Cmd
+	done chan error
+}
+
+var (
+	launcherOnce sync.Once
+	launches     chan launch
+)
