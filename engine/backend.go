@@ -15,6 +15,8 @@ import (
 // rejected the call.
 type Backend interface {
 	Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error)
+	// Del deletes keys (Engine.Reset).
+	Del(ctx context.Context, keys ...string) error
 }
 
 // Redis is a Backend on a go-redis client: standalone, Sentinel or Cluster. It calls
@@ -44,6 +46,20 @@ func (r *Redis) Eval(ctx context.Context, s *algorithms.Script, keys, argv []str
 	return r.c.EvalSha(ctx, s.SHA1, keys, args...).Result()
 }
 
+// Del implements Backend. On a cluster, keys of different slots are deleted one by one.
+func (r *Redis) Del(ctx context.Context, keys ...string) error {
+	c, ok := r.c.(redis.Cmdable)
+	if !ok {
+		return errors.New("engine: the Redis client cannot DEL")
+	}
+	for _, k := range keys {
+		if err := c.Del(ctx, k).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func isNoScript(err error) bool {
 	var rerr redis.Error
 	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "NOSCRIPT")
@@ -68,4 +84,14 @@ func (l *Local) Eval(ctx context.Context, s *algorithms.Script, keys, argv []str
 		return nil, err
 	}
 	return l.h.EvalSHA(ctx, s.SHA1, keys, argv)
+}
+
+// Del implements Backend.
+func (l *Local) Del(ctx context.Context, keys ...string) error {
+	for _, k := range keys {
+		if _, err := l.h.Do(ctx, "DEL", k); err != nil {
+			return err
+		}
+	}
+	return nil
 }

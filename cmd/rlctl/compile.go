@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/engine"
+)
+
+var cmdCompile = &command{
+	name:  "compile",
+	args:  "[-json] FILE|DIR...",
+	short: "show the plan: algorithms, parameters, keys, ARGV layout, script",
+	long: `Compile validates policies and prints what the engine will run: for each rule its
+algorithm, resolved parameters, the Redis key layout (with the cluster hash tag when the
+policy has a shard) and the rule's slice of the script's ARGV; then the engine script's
+SHA1, its algorithms and the Redis commands it may call.
+
+  -json  print the plan as JSON
+`,
+	run: func(e *env, args []string) error {
+		fs := flags("compile")
+		asJSON := fs.Bool("json", false, "")
+		if err := parse(e, fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			return errUsage
+		}
+		cfg, _ := load(e, fs.Args())
+		if cfg == nil {
+			return errFailed
+		}
+		plan, err := engine.Compile(cfg)
+		if err != nil {
+			return err
+		}
+		out := describe(cfg, plan)
+		if *asJSON {
+			enc := json.NewEncoder(e.stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(out)
+		}
+		printPlan(e, out)
+		return nil
+	},
+}
+
+type planOut struct {
+	Script   scriptOut   `json:"script"`
+	Policies []policyOut `json:"policies"`
+}
+
+type scriptOut struct {
+	SHA1       string   `json:"sha1"`
+	Protocol   string   `json:"protocol"`
+	Algorithms []string `json:"algorithms"`
+	Commands   []string `json:"commands"`
+}
+
+type policyOut struct {
+	Name    string    `json:"name"`
+	Match   string    `json:"match,omitempty"`
+	Shard   string    `json:"shard,omitempty"`
+	OnError string    `json:"on_error"`
+	Clock   string    `json:"clock"`
+	Rules   []ruleOut `json:"rules"`
+}
+
+type ruleOut struct {
+	Name      string     `json:"name"`
+	Algorithm string     `json:"algorithm"`
+	When      string     `json:"when,omitempty"`
+	Cost      string     `json:"cost"`
+	Shadow    bool       `json:"shadow,omitempty"`
+	Params    []paramOut `json:"params"`
+	Key       string     `json:"key"`
+	Argv      []string   `json:"argv"`
+}
+
+type paramOut struct {
+	Name  string  `json:"name"`
+	Wire  []int64 `json:"wire,omitempty"` // constant wire values
+	Expr  string  `json:"expr,omitempty"` // evaluated per request
+	Value string  `json:"value"`          // for people
+}
+
+func describe(cfg *dsl.Config, plan *engine.Plan) planOut {
+	s := plan.Script()
+	out := planOut{Script: scriptOut{SHA1: s.SHA1, Protocol: algorithms.Protocol, Commands: s.Commands()}}
+	for _, a := range s.Algorithms {
+		out.Script.Algorithms = append(out.Script.Algorithms, a.Name)
+	}
+	src := func(e *dsl.Expr) string {
+		if e == nil {
+			return ""
+		}
+		return source(cfg, e.Range())
+	}
+	for _, p := range cfg.Policies {
+		po := policyOut{Name: p.Name, Match: src(p.Match), Shard: src(p.Shard), OnError: or(p.OnError, dsl.OnErrorAllow), Clock: or(p.Clock, dsl.ClockServer)}
+		for _, r := range p.Rules {
+			ro := ruleOut{Name: r.Name, Algorithm: r.Algorithm.Name, When: src(r.When), Cost: or(src(r.Cost), "1"), Shadow: r.Shadow}
+			argv := []string{r.Algorithm.Name, "<cost>", "<flags: 1=shadow>"}
+			for _, pr := range r.Params {
+				po := paramOut{Name: pr.Name}
+				switch {
+				case pr.Kind == algorithms.Lease:
+					po.Value = "a fresh lease id per request"
+					argv = append(argv, "<lease id>")
+				case pr.Const != nil:
+					po.Wire, po.Value = pr.Const, human(pr.Kind, pr.Const)
+					for _, v := range pr.Const {
+						argv = append(argv, fmt.Sprint(v))
+					}
+				default:
+					po.Expr = src(pr.Expr)
+					po.Value = "per request: " + po.Expr
+					argv = append(argv, "<"+pr.Name+">")
+				}
+				ro.Params = append(ro.Params, po)
+			}
+			key := "rl:"
+			if p.Shard != nil {
+				key += "{<" + src(p.Shard) + ">}:"
+			}
+			ro.Key = key + p.Name + ":" + r.Name + ":<" + src(r.Key) + ">"
+			ro.Argv = argv
+			po.Rules = append(po.Rules, ro)
+		}
+		out.Policies = append(out.Policies, po)
+	}
+	return out
+}
+
+func human(k algorithms.Kind, w []int64) string {
+	switch k {
+	case algorithms.Duration:
+		return span(w[0])
+	case algorithms.Rate:
+		return fmt.Sprintf("%d per %s", w[0], span(w[1]))
+	}
+	return fmt.Sprint(w[0])
+}
+
+// span writes a number of microseconds in the largest unit that divides it exactly.
+func span(us int64) string {
+	for _, u := range []struct {
+		us   int64
+		name string
+	}{{86_400_000_000, "d"}, {3_600_000_000, "h"}, {60_000_000, "m"}, {1_000_000, "s"}, {1_000, "ms"}} {
+		if us%u.us == 0 {
+			return fmt.Sprintf("%d%s", us/u.us, u.name)
+		}
+	}
+	return fmt.Sprintf("%dµs", us)
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// source returns the text of rng in its file, on one line.
+func source(cfg *dsl.Config, rng hcl.Range) string {
+	f := cfg.Files[rng.Filename]
+	if f == nil || rng.End.Byte > len(f.Bytes) || rng.Start.Byte > rng.End.Byte {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(f.Bytes[rng.Start.Byte:rng.End.Byte])), " ")
+}
+
+func printPlan(e *env, p planOut) {
+	w := e.stdout
+	for _, po := range p.Policies {
+		fmt.Fprintf(w, "policy %s\n", po.Name)
+		if po.Match != "" {
+			fmt.Fprintf(w, "  match     %s\n", po.Match)
+		}
+		if po.Shard != "" {
+			fmt.Fprintf(w, "  shard     %s (one hash slot per value: one atomic call on a cluster)\n", po.Shard)
+		}
+		fmt.Fprintf(w, "  on_error  %s\n  clock     %s\n", po.OnError, po.Clock)
+		for _, r := range po.Rules {
+			shadow := ""
+			if r.Shadow {
+				shadow = " (shadow: counted, never enforced)"
+			}
+			fmt.Fprintf(w, "  rule %s: %s%s\n", r.Name, r.Algorithm, shadow)
+			if r.When != "" {
+				fmt.Fprintf(w, "    when    %s\n", r.When)
+			}
+			fmt.Fprintf(w, "    cost    %s\n", r.Cost)
+			for _, pr := range r.Params {
+				fmt.Fprintf(w, "    %-7s %s\n", pr.Name, pr.Value)
+			}
+			fmt.Fprintf(w, "    key     %s\n", r.Key)
+			fmt.Fprintf(w, "    argv    %s\n", strings.Join(r.Argv, " "))
+		}
+	}
+	fmt.Fprintf(w, "script %s (protocol %s)\n  algorithms %s\n  commands   %s\n", p.Script.SHA1, p.Script.Protocol,
+		strings.Join(p.Script.Algorithms, " "), strings.Join(p.Script.Commands, " "))
+}

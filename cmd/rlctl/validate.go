@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/rlctl/rlctl/dsl"
+)
+
+var cmdValidate = &command{
+	name:  "validate",
+	args:  "FILE|DIR...",
+	short: "check policy files and report every problem",
+	long: `Validate loads policy files (a directory contributes its *.hcl and *.hcl.json files)
+and reports every problem with its file:line:col, the source it refers to, and how to
+fix it. Warnings are printed but do not fail validation.
+
+Exit status: 0 valid, 1 invalid, 2 usage error.
+`,
+	run: func(e *env, args []string) error {
+		fs := flags("validate")
+		if err := parse(e, fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			return errUsage
+		}
+		cfg, diags := load(e, fs.Args())
+		if cfg == nil {
+			return errFailed
+		}
+		rules := 0
+		for _, p := range cfg.Policies {
+			rules += len(p.Rules)
+		}
+		fmt.Fprintf(e.stdout, "%d %s, %d %s, %d %s: valid", len(cfg.Policies), plural(len(cfg.Policies), "policy", "policies"),
+			rules, plural(rules, "rule", "rules"), len(cfg.Scenarios), plural(len(cfg.Scenarios), "scenario", "scenarios"))
+		if n := len(diags); n > 0 {
+			fmt.Fprintf(e.stdout, " with %d %s", n, plural(n, "warning", "warnings"))
+		}
+		fmt.Fprintln(e.stdout)
+		return nil
+	},
+}
+
+// load loads policies and prints their diagnostics; it returns nil when there are errors.
+func load(e *env, paths []string) (*dsl.Config, hcl.Diagnostics) {
+	cfg, diags := dsl.Load(paths...)
+	if len(diags) > 0 {
+		var files map[string]*hcl.File
+		if cfg != nil {
+			files = cfg.Files
+		}
+		writeDiagnostics(e, files, diags)
+	}
+	if diags.HasErrors() {
+		errs := 0
+		for _, d := range diags {
+			if d.Severity == hcl.DiagError {
+				errs++
+			}
+		}
+		fmt.Fprintf(e.stderr, "rlctl: error: %d %s\n", errs, plural(errs, "problem", "problems"))
+		return nil, diags
+	}
+	return cfg, diags
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// writeDiagnostics prints each diagnostic as a "file:line:col: severity: summary" line, the
+// form editors and grep understand, followed by its source snippet and how to fix it.
+func writeDiagnostics(e *env, files map[string]*hcl.File, diags hcl.Diagnostics) {
+	for _, d := range diags {
+		sev := "error"
+		if d.Severity == hcl.DiagWarning {
+			sev = "warning"
+		}
+		if d.Subject != nil {
+			fmt.Fprintf(e.stderr, "%s:%d:%d: %s: %s\n", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, sev, d.Summary)
+		} else {
+			fmt.Fprintf(e.stderr, "%s: %s\n", sev, d.Summary)
+		}
+		_ = dsl.WriteDiagnostics(e.stderr, files, hcl.Diagnostics{d}, 100, e.color)
+	}
+}

@@ -1,0 +1,92 @@
+// Package dsl reads rlctl's policy language: HCL files of policies, their rules, plugin
+// algorithms and scenarios, into a typed, validated [Config].
+//
+// [Load] reads files and directories, [Parse] sources in memory. Every problem is an
+// [hcl.Diagnostic] with the range of the construct at fault, a Detail that says how to
+// fix it, and did-you-mean suggestions for names; [WriteDiagnostics] renders them with
+// source snippets. [Format] rewrites a file canonically. Expressions compile to [Expr]:
+// constants fold at load time, plain references and templates run as Go closures, and the
+// rest is evaluated by HCL per request.
+//
+// # Policy language
+//
+// Files hold four kinds of block, in any order and spread over any number of files
+// (names are global across them):
+//
+//	locals {                       # constants; may read other locals and call functions
+//	  tiers = { free = 60, pro = 600 }
+//	}
+//
+//	policy "public_api" {
+//	  match    = startswith(request.path, "/v1/")  # bool; default: every request
+//	  shard    = request.tenant    # Redis Cluster hash tag; default: none
+//	  on_error = "allow"           # "allow" (default) | "deny" | "local"
+//	  clock    = "server"          # "server" (default) | "client"
+//
+//	  rule "per_user" {            # checked in order; charged all or nothing
+//	    algorithm = "gcra"         # a built-in or a plugin
+//	    key       = request.user   # string: what the counter is kept per
+//	    when      = request.user != ""   # bool; default: always
+//	    cost      = 1              # whole number >= 0; default 1
+//	    shadow    = false          # count but never enforce; constant
+//	    rate      = "10/s"         # the algorithm's parameters...
+//	    burst     = lookup(local.tiers, request.plan, 60)  # ...constants or expressions
+//	  }
+//	}
+//
+//	algorithm "quota" {            # a Lua plugin (see lua/dispatch.lua for the contract)
+//	  source   = "quota.lua"       # relative to this file
+//	  params   = { limit = "count", window = "duration" }  # wire order; count|duration|rate|lease
+//	  commands = ["HMGET", "HSET", "PEXPIRE"]               # the only commands it may call
+//	  doc      = "one sentence"    # optional
+//	}
+//
+//	scenario "stuffing" {          # run by rlctl simulate / verify
+//	  policy   = "public_api"
+//	  duration = "5m"              # virtual time
+//	  seed     = 1                 # optional
+//	  traffic "users" {
+//	    request = { ip = "198.51.100.${client % 256}", user = "u${client}" }
+//	    clients = 500              # default 1; client is 0..clients-1
+//	    rate    = "2/m"            # per client
+//	    pattern = "poisson"        # constant (default) | poisson | burst | ramp | edge
+//	    burst   = 10               # pattern "burst" only
+//	    start   = "0s"             # default 0
+//	    stop    = "5m"             # default: the scenario's duration
+//	    hold    = "10s"            # how long an allowed request lasts; default 0
+//	  }
+//	  expect {
+//	    users_served = denied_fraction("users") < 0.01
+//	  }
+//	}
+//
+// The built-in algorithms and their parameters are fixed_window, sliding_log and
+// sliding_window (limit, window), token_bucket and leaky_bucket (capacity, rate), gcra
+// (rate, burst) and concurrency (max, ttl; the lease is the engine's).
+//
+// Durations are whole numbers with a unit, largest first: "250ms", "30s", "1m30s", "1d"
+// (units ms, s, m, h, d); the shortest is 1ms, the clock resolution. Rates are an amount
+// per period: "10/s", "600/m", "5/250ms"; they are reduced ("600/m" is 1 per 100ms).
+//
+// # Expressions
+//
+// Policy expressions read request.<attribute> (or request["x-api-key"]): every attribute
+// is a string, and an attribute the request lacks is "". They read local.<name> and call
+// HCL's usual functions (lower, upper, format, join, split, replace, regex, lookup,
+// coalesce, concat, length, min, max, contains, try, can, …) plus startswith, endswith,
+// strcontains and cidrcontains. References, templates of references and text, and lookup
+// in a constant table keyed by either run without HCL evaluation; see [Expr].
+//
+// # Validation
+//
+// Besides syntax, names and types, Load reports: unknown algorithms and parameters;
+// missing parameters; counts below 1 or above 2^53; durations and periods below 1ms;
+// parameter combinations beyond an algorithm's exact-arithmetic range (checked for every
+// entry of a lookup table); a constant cost above the rule's capacity (an error: such a
+// request can never pass) and a cost that may exceed it (a warning); keys and shards that
+// can be empty unless a when or match proves the attribute non-empty; rules and policies
+// whose condition is constantly false; a shard that splits a rule's counters; duplicate
+// names; plugin Lua that does not compile, assigns globals or engine locals, calls
+// commands it does not declare, or lacks params, check or commit; and scenarios naming
+// unknown policies, traffic or rules.
+package dsl

@@ -1,0 +1,564 @@
+package dsl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// Request gives expressions the attributes of a request. Every attribute is a string; an
+// attribute the request lacks is "" (so `request.user != ""` tests for its presence).
+type Request interface {
+	Attr(name string) string
+}
+
+// Expr is a compiled policy expression. Constants are folded at load time; a plain
+// reference (request.ip) and a template of references and text
+// ("${request.tenant}:${request.user}") run as Go code that reads the attributes and
+// concatenates them, with no HCL evaluation; so does lookup(<constant map>, <reference or
+// template>, <constant default>). Everything else is evaluated by HCL per request with
+// the variables request and local and the policy functions. An Expr is safe for
+// concurrent use.
+type Expr struct {
+	kind  exprKind
+	expr  hcl.Expression // the source; what HCL evaluates for kindEval
+	attrs []string       // sorted, distinct attribute names read
+	sc    scope
+	env   *evalEnv
+
+	val cty.Value // kindConst
+
+	attr string // kindAttr
+
+	parts []part // kindTemplate
+	size  int    // the template's literal bytes
+
+	key   *Expr                // kindLookup: the key, a kindAttr or kindTemplate
+	table map[string]cty.Value // kindLookup
+	def   cty.Value            // kindLookup
+}
+
+type exprKind uint8
+
+const (
+	kindConst    exprKind = iota // folded at load time
+	kindAttr                     // one attribute, read as is
+	kindTemplate                 // literal text and attributes, concatenated
+	kindLookup                   // a constant table indexed by a kindAttr or kindTemplate key
+	kindEval                     // evaluated by HCL
+)
+
+// part is a piece of a template: literal text, or the attribute attr when isAttr.
+type part struct {
+	lit    string
+	attr   string
+	isAttr bool
+}
+
+// scope says which per-evaluation variable an expression may read besides local: request
+// (an object of string attributes) in policies, client (a number) in traffic templates,
+// nothing in locals and expectations.
+type scope struct {
+	root string // "request", "client" or ""
+	bare bool   // root is itself the value, not an object of attributes
+	// where names the place for messages: "in a policy", "in locals".
+	where string
+}
+
+var (
+	requestScope = scope{root: "request", where: "Policy expressions can read request.<attribute> and local.<name>."}
+	clientScope  = scope{root: "client", bare: true, where: "Traffic request templates can read client (the client's number) and local.<name>."}
+	localsScope  = scope{where: "Locals are constants: they can read other locals (local.<name>) but not the request."}
+	expectScope  = scope{where: "Expectations can read local.<name> and call the scenario functions."}
+	constScope   = scope{where: "This attribute is a constant: it can read local.<name> but not the request."}
+)
+
+// evalEnv is what the expressions of one Config evaluate in.
+type evalEnv struct {
+	ctx    *hcl.EvalContext // Variables{"local": object of the locals}, and the functions
+	locals map[string]cty.Value
+	failed map[string]bool   // locals whose definition has errors (already reported)
+	files  map[string][]byte // policy sources, to read JSON strings as templates
+	json   map[string]bool   // which files are JSON
+}
+
+// String returns the expression's value for r as a string. Numbers and bools convert as
+// in HCL ("42", "true"); a null or a collection is an error.
+func (e *Expr) String(r Request) (string, error) {
+	switch e.kind {
+	case kindAttr:
+		return r.Attr(e.attr), nil
+	case kindTemplate:
+		return e.render(r), nil
+	}
+	v, err := e.value(r)
+	if err != nil {
+		return "", err
+	}
+	return asString(v)
+}
+
+// Bool returns the expression's value for r as a bool ("true" and "false" convert).
+func (e *Expr) Bool(r Request) (bool, error) {
+	v, err := e.value(r)
+	if err != nil {
+		return false, err
+	}
+	return asBool(v)
+}
+
+// Int returns the expression's value for r as a whole number with magnitude at most 2^53
+// (a numeric string such as "5" converts). The caller checks the sign.
+func (e *Expr) Int(r Request) (int64, error) {
+	v, err := e.value(r)
+	if err != nil {
+		return 0, err
+	}
+	return asInt(v)
+}
+
+// Range returns the expression's source range.
+func (e *Expr) Range() hcl.Range { return e.expr.Range() }
+
+// Attrs returns the names of the request attributes the expression reads, sorted.
+func (e *Expr) Attrs() []string { return slices.Clone(e.attrs) }
+
+// value returns the expression's value for r.
+func (e *Expr) value(r Request) (cty.Value, error) {
+	switch e.kind {
+	case kindConst:
+		return e.val, nil
+	case kindAttr:
+		return cty.StringVal(r.Attr(e.attr)), nil
+	case kindTemplate:
+		return cty.StringVal(e.render(r)), nil
+	case kindLookup:
+		k, err := e.lookupKey(r)
+		if err != nil {
+			return cty.NilVal, err
+		}
+		if v, ok := e.table[k]; ok {
+			return v, nil
+		}
+		return e.def, nil
+	}
+	ctx := e.env.ctx.NewChild()
+	ctx.Functions = e.env.ctx.Functions // for did-you-mean on unknown names
+	if e.sc.bare {
+		ctx.Variables = map[string]cty.Value{e.sc.root: bareValue(r.Attr(e.sc.root))}
+	} else {
+		attrs := make(map[string]cty.Value, len(e.attrs))
+		for _, a := range e.attrs {
+			attrs[a] = cty.StringVal(r.Attr(a))
+		}
+		ctx.Variables = map[string]cty.Value{e.sc.root: cty.ObjectVal(attrs)}
+	}
+	v, diags := e.expr.Value(ctx)
+	if diags.HasErrors() {
+		return cty.NilVal, diags
+	}
+	return v, nil
+}
+
+// bareValue is the value of a bare root (client): a number when it is one.
+func bareValue(s string) cty.Value {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return cty.NumberIntVal(n)
+	}
+	return cty.StringVal(s)
+}
+
+// render concatenates a template's parts.
+func (e *Expr) render(r Request) string {
+	var b strings.Builder
+	b.Grow(e.size + 16*(len(e.parts)))
+	for i := range e.parts {
+		p := &e.parts[i]
+		if p.isAttr {
+			b.WriteString(r.Attr(p.attr))
+		} else {
+			b.WriteString(p.lit)
+		}
+	}
+	return b.String()
+}
+
+// lookupKey renders a kindLookup's key, normalized as HCL normalizes strings (NFC) so the
+// table answers what lookup() would.
+func (e *Expr) lookupKey(r Request) (string, error) {
+	k, err := e.key.String(r)
+	if err != nil {
+		return "", err
+	}
+	return cty.NormalizeString(k), nil
+}
+
+func asString(v cty.Value) (string, error) {
+	if v.IsNull() {
+		return "", errors.New("the value is null; a string is required")
+	}
+	s, err := convert.Convert(v, cty.String)
+	if err != nil {
+		return "", fmt.Errorf("a string is required: %w", err)
+	}
+	if !s.IsKnown() {
+		return "", errors.New("the value is not known")
+	}
+	return s.AsString(), nil
+}
+
+func asBool(v cty.Value) (bool, error) {
+	if v.IsNull() {
+		return false, errors.New("the value is null; a bool is required")
+	}
+	b, err := convert.Convert(v, cty.Bool)
+	if err != nil {
+		return false, fmt.Errorf("a bool is required: %w", err)
+	}
+	if !b.IsKnown() {
+		return false, errors.New("the value is not known")
+	}
+	return b.True(), nil
+}
+
+func asInt(v cty.Value) (int64, error) {
+	if v.IsNull() {
+		return 0, errors.New("the value is null; a whole number is required")
+	}
+	n, err := convert.Convert(v, cty.Number)
+	if err != nil {
+		return 0, fmt.Errorf("a whole number is required: %w", err)
+	}
+	if !n.IsKnown() {
+		return 0, errors.New("the value is not known")
+	}
+	f := n.AsBigFloat()
+	if !f.IsInt() {
+		return 0, fmt.Errorf("%s is not a whole number", f.Text('g', -1))
+	}
+	i, acc := f.Int64()
+	if acc != big.Exact || i > maxExact || i < -maxExact {
+		return 0, fmt.Errorf("%s is beyond 2^53, the largest exact count", f.Text('g', -1))
+	}
+	return i, nil
+}
+
+const maxExact = 1 << 53
+
+// compile checks expr's references and types for scope sc and compiles it. want is the
+// type the value must convert to (cty.DynamicPseudoType for any). A constant that is null
+// compiles to a kindConst with a null value; callers treat it as an unset attribute.
+func (env *evalEnv) compile(expr hcl.Expression, sc scope, want cty.Type) (*Expr, hcl.Diagnostics) {
+	expr = env.native(expr)
+	attrs, poisoned, diags := env.refs(expr, sc)
+	if diags.HasErrors() || poisoned {
+		return nil, diags
+	}
+	e := &Expr{kind: kindEval, expr: expr, attrs: attrs, sc: sc, env: env}
+	if len(attrs) == 0 {
+		v, d := expr.Value(env.ctx)
+		diags = append(diags, fixSuggestions(d, env.functionNames())...)
+		if d.HasErrors() {
+			return nil, diags
+		}
+		if !v.IsNull() && want != cty.DynamicPseudoType {
+			cv, err := convert.Convert(v, want)
+			if err != nil {
+				return nil, append(diags, typeError(expr, want, err))
+			}
+			v = cv
+		}
+		if !v.IsWhollyKnown() {
+			return nil, append(diags, errorf(expr.Range(), "Value not known", "The value of this expression cannot be known when the policy loads."))
+		}
+		e.kind, e.val = kindConst, v
+		return e, diags
+	}
+	// Type-check with the request's attributes unknown: this finds unknown functions,
+	// wrong argument counts and types, and results of the wrong type, at load time.
+	v, d := expr.Value(env.unknownCtx(sc, attrs))
+	diags = append(diags, fixSuggestions(d, env.functionNames())...)
+	if d.HasErrors() {
+		return nil, diags
+	}
+	if want != cty.DynamicPseudoType {
+		if _, err := convert.Convert(v, want); err != nil {
+			return nil, append(diags, typeError(expr, want, err))
+		}
+	}
+	if syn, ok := expr.(hclsyntax.Expression); ok {
+		env.fastPath(e, syn)
+	}
+	return e, diags
+}
+
+// functionNames lists the policy functions.
+func (env *evalEnv) functionNames() []string { return sortedKeys(env.ctx.Functions) }
+
+// unknownCtx is env's context with sc's variable unknown.
+func (env *evalEnv) unknownCtx(sc scope, attrs []string) *hcl.EvalContext {
+	ctx := env.ctx.NewChild()
+	ctx.Functions = env.ctx.Functions // for did-you-mean on unknown names
+	if sc.bare {
+		ctx.Variables = map[string]cty.Value{sc.root: cty.UnknownVal(cty.Number)}
+		return ctx
+	}
+	obj := make(map[string]cty.Value, len(attrs))
+	for _, a := range attrs {
+		obj[a] = cty.UnknownVal(cty.String).RefineNotNull()
+	}
+	ctx.Variables = map[string]cty.Value{sc.root: cty.ObjectVal(obj)}
+	return ctx
+}
+
+func typeError(expr hcl.Expression, want cty.Type, err error) *hcl.Diagnostic {
+	return errorf(expr.Range(), "Incorrect value type", "A %s is required here: %s.", want.FriendlyName(), err)
+}
+
+// fastPath turns e into a kindAttr, kindTemplate or kindLookup when syn has that shape.
+func (env *evalEnv) fastPath(e *Expr, syn hclsyntax.Expression) {
+	if a, ok := rootRef(syn, e.sc); ok {
+		e.kind, e.attr = kindAttr, a
+		return
+	}
+	if parts, ok := env.templateParts(syn, e.sc); ok {
+		e.kind, e.parts = kindTemplate, parts
+		for _, p := range parts {
+			e.size += len(p.lit)
+		}
+		return
+	}
+	call, ok := unparen(syn).(*hclsyntax.FunctionCallExpr)
+	if !ok || call.Name != "lookup" || len(call.Args) != 3 || call.ExpandFinal {
+		return
+	}
+	if usesRoot(call.Args[0], e.sc) || usesRoot(call.Args[2], e.sc) {
+		return
+	}
+	table, d := call.Args[0].Value(env.ctx)
+	if d.HasErrors() || !table.IsWhollyKnown() || table.IsNull() || !(table.Type().IsMapType() || table.Type().IsObjectType()) {
+		return
+	}
+	def, d := call.Args[2].Value(env.ctx)
+	if d.HasErrors() || !def.IsWhollyKnown() {
+		return
+	}
+	key := &Expr{kind: kindEval, expr: call.Args[1], sc: e.sc, env: env}
+	env.fastPath(key, call.Args[1])
+	if key.kind != kindAttr && key.kind != kindTemplate {
+		return
+	}
+	e.kind, e.key, e.def = kindLookup, key, def
+	e.table = make(map[string]cty.Value, table.LengthInt())
+	for it := table.ElementIterator(); it.Next(); {
+		k, v := it.Element()
+		e.table[k.AsString()] = v
+	}
+}
+
+// templateParts returns the parts of a template made of literal text, references to sc's
+// root and constant interpolations.
+func (env *evalEnv) templateParts(syn hclsyntax.Expression, sc scope) ([]part, bool) {
+	t, ok := unparen(syn).(*hclsyntax.TemplateExpr)
+	if !ok {
+		return nil, false
+	}
+	var parts []part
+	for _, p := range t.Parts {
+		if a, ok := rootRef(p, sc); ok {
+			parts = append(parts, part{attr: a, isAttr: true})
+			continue
+		}
+		if usesRoot(p, sc) {
+			return nil, false
+		}
+		v, d := p.Value(env.ctx)
+		if d.HasErrors() {
+			return nil, false
+		}
+		s, err := asString(v)
+		if err != nil {
+			return nil, false
+		}
+		if n := len(parts); n > 0 && !parts[n-1].isAttr {
+			parts[n-1].lit += s
+		} else {
+			parts = append(parts, part{lit: s})
+		}
+	}
+	return parts, true
+}
+
+// rootRef returns the attribute a plain reference to sc's root names: request.ip gives
+// "ip", request["x-forwarded-for"] gives "x-forwarded-for", and in a bare scope client
+// gives "client".
+func rootRef(x hclsyntax.Expression, sc scope) (string, bool) {
+	switch x := x.(type) {
+	case *hclsyntax.ParenthesesExpr:
+		return rootRef(x.Expression, sc)
+	case *hclsyntax.TemplateWrapExpr:
+		return rootRef(x.Wrapped, sc)
+	case *hclsyntax.ScopeTraversalExpr:
+		t := x.Traversal
+		if sc.root == "" || t.RootName() != sc.root {
+			return "", false
+		}
+		if sc.bare {
+			return sc.root, len(t) == 1
+		}
+		if len(t) != 2 {
+			return "", false
+		}
+		return stepName(t[1])
+	}
+	return "", false
+}
+
+// unparen strips parentheses and template wrappers ("${...}").
+func unparen(x hclsyntax.Expression) hclsyntax.Expression {
+	for {
+		switch p := x.(type) {
+		case *hclsyntax.ParenthesesExpr:
+			x = p.Expression
+		case *hclsyntax.TemplateWrapExpr:
+			x = p.Wrapped
+		default:
+			return x
+		}
+	}
+}
+
+// stepName returns the name a traversal step uses: .name or ["name"].
+func stepName(s hcl.Traverser) (string, bool) {
+	switch s := s.(type) {
+	case hcl.TraverseAttr:
+		return s.Name, true
+	case hcl.TraverseIndex:
+		if s.Key.Type() == cty.String && s.Key.IsKnown() && !s.Key.IsNull() {
+			return s.Key.AsString(), true
+		}
+	}
+	return "", false
+}
+
+// usesRoot reports whether x reads sc's root variable.
+func usesRoot(x hcl.Expression, sc scope) bool {
+	if sc.root == "" {
+		return false
+	}
+	for _, t := range x.Variables() {
+		if t.RootName() == sc.root {
+			return true
+		}
+	}
+	return false
+}
+
+// refs checks the variables expr reads in scope sc and returns the attributes of sc's root
+// it reads. poisoned reports a reference to a local whose own definition failed: its
+// error is already reported, so the expression is skipped without another.
+func (env *evalEnv) refs(expr hcl.Expression, sc scope) (attrs []string, poisoned bool, diags hcl.Diagnostics) {
+	for _, t := range expr.Variables() {
+		root := t.RootName()
+		switch {
+		case root == "local":
+			diags = append(diags, env.checkLocalRef(t)...)
+			if name, ok := localName(t); ok && env.failed[name] {
+				poisoned = true
+			}
+		case root == sc.root && sc.bare:
+			attrs = append(attrs, root)
+		case root == sc.root:
+			if len(t) < 2 {
+				diags = append(diags, errorf(t.SourceRange(), "Incomplete request reference", "Name the attribute: request.<attribute>, such as request.ip or request[\"x-api-key\"]. The request as a whole is not a value."))
+				continue
+			}
+			name, ok := stepName(t[1])
+			if !ok {
+				diags = append(diags, errorf(t.SourceRange(), "Invalid request reference", "Request attributes are named by a string: request.<attribute> or request[\"<attribute>\"]."))
+				continue
+			}
+			attrs = append(attrs, name)
+		default:
+			vars := []string{"local"}
+			if sc.root != "" {
+				vars = append(vars, sc.root)
+			}
+			diags = append(diags, errorf(t.SourceRange(), "Unknown variable", "There is no variable named %q.%s %s", root, suggestion(root, vars), sc.where))
+		}
+	}
+	slices.Sort(attrs)
+	return slices.Compact(attrs), poisoned, diags
+}
+
+// localName returns the name a local.<name> traversal reads.
+func localName(t hcl.Traversal) (string, bool) {
+	if len(t) < 2 {
+		return "", false
+	}
+	return stepName(t[1])
+}
+
+// checkLocalRef checks that a traversal rooted at local names a defined local.
+func (env *evalEnv) checkLocalRef(t hcl.Traversal) hcl.Diagnostics {
+	if len(t) < 2 {
+		return hcl.Diagnostics{errorf(t.SourceRange(), "Incomplete local reference", "Name the local value: local.<name>.")}
+	}
+	name, ok := stepName(t[1])
+	if !ok {
+		return hcl.Diagnostics{errorf(t.SourceRange(), "Invalid local reference", "Local values are named: local.<name>.")}
+	}
+	if _, ok := env.locals[name]; !ok && !env.failed[name] {
+		names := make([]string, 0, len(env.locals))
+		for n := range env.locals {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return hcl.Diagnostics{errorf(t.SourceRange(), "Unknown local", "There is no local value named %q.%s Define it in a locals block.", name, suggestion(name, names))}
+	}
+	return nil
+}
+
+// native returns expr as native syntax when it is a JSON string, which HCL's JSON syntax
+// reads as a template: the same template parsed with hclsyntax gets the fast paths and
+// the static checks native files get. As in HCL's JSON parser, positions after an escape
+// are a little early; strings that decode to line breaks or invalid UTF-8 are left to the
+// JSON parser, as their positions would not stay inside the string.
+func (env *evalEnv) native(expr hcl.Expression) hcl.Expression {
+	if _, ok := expr.(hclsyntax.Expression); ok {
+		return expr
+	}
+	r := expr.Range()
+	if !env.json[r.Filename] {
+		return expr
+	}
+	src := env.files[r.Filename]
+	if r.Start.Byte < 0 || r.End.Byte > len(src) || r.End.Byte-r.Start.Byte < 2 {
+		return expr
+	}
+	raw := src[r.Start.Byte:r.End.Byte]
+	if raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return expr
+	}
+	inner := raw[1 : len(raw)-1]
+	var s string
+	if !utf8.Valid(inner) || json.Unmarshal(raw, &s) != nil || len(s) > len(inner) || strings.ContainsAny(s, "\r\n") {
+		return expr
+	}
+	start := hcl.Pos{Line: r.Start.Line, Column: r.Start.Column + 1, Byte: r.Start.Byte + 1}
+	t, diags := hclsyntax.ParseTemplate([]byte(s), r.Filename, start)
+	if diags.HasErrors() {
+		return expr
+	}
+	return t
+}

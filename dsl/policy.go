@@ -1,0 +1,668 @@
+package dsl
+
+import (
+	"errors"
+	"math/big"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/rlctl/rlctl/algorithms"
+	"github.com/zclconf/go-cty/cty"
+)
+
+var policySchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "match"},
+		{Name: "shard"},
+		{Name: "on_error"},
+		{Name: "clock"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "rule", LabelNames: []string{"name"}}},
+}
+
+// ruleAttrs are the attributes every rule has; the algorithm's parameters come on top.
+var ruleAttrs = []hcl.AttributeSchema{
+	{Name: "algorithm"},
+	{Name: "key"},
+	{Name: "when"},
+	{Name: "cost"},
+	{Name: "shadow"},
+}
+
+// validName is the form of policy, rule, scenario and traffic names: they appear in Redis
+// keys (rl:{shard}:<policy>:<rule>:<key>) and in RateLimit-Policy headers, so they are
+// plain tokens.
+var validName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+// checkName reports a block label that is not a valid name.
+func (l *loader) checkName(b *hcl.Block, what string) bool {
+	if len(b.Labels) == 0 || len(b.LabelRanges) == 0 {
+		return false
+	}
+	if validName.MatchString(b.Labels[0]) {
+		return true
+	}
+	l.add(errorf(b.LabelRanges[0], "Invalid "+what+" name", "%q is not a valid %s name: use a letter followed by letters, digits, _ or -, at most 64 in all. Names become part of Redis keys and response headers.", b.Labels[0], what))
+	return false
+}
+
+// capacityParam names the built-in algorithms' parameter that bounds a single request's
+// cost: a cost above it can never be allowed.
+var capacityParam = map[string]string{
+	"fixed_window":   "limit",
+	"sliding_log":    "limit",
+	"sliding_window": "limit",
+	"token_bucket":   "capacity",
+	"leaky_bucket":   "capacity",
+	"gcra":           "burst",
+	"concurrency":    "max",
+}
+
+func (l *loader) decodePolicy(b *hcl.Block) {
+	okName := l.checkName(b, "policy")
+	p := &Policy{Name: b.Labels[0], OnError: OnErrorAllow, Clock: ClockServer, DeclRange: b.DefRange}
+	if prev, ok := l.policies[p.Name]; ok {
+		l.add(errorf(b.LabelRanges[0], "Duplicate policy", "A policy named %q is already defined at %s. Policy names are unique across all files.", p.Name, where(prev.DeclRange)))
+		okName = false
+	}
+	content, d := b.Body.Content(policySchema)
+	l.add(d...)
+
+	if a := content.Attributes["match"]; a != nil {
+		p.Match = l.condition(a, "Policy never matches", "match is always false, so the policy applies to no request. Remove the policy, or fix the condition.")
+	}
+	if a := content.Attributes["on_error"]; a != nil {
+		if v, ok := l.oneOf(a, []string{OnErrorAllow, OnErrorDeny, OnErrorLocal}, `"allow" lets requests through while the backend is unavailable (fail open), "deny" rejects them (fail closed), "local" decides them in-process with the same algorithms until it is back.`); ok {
+			p.OnError = v
+		}
+	}
+	if a := content.Attributes["clock"]; a != nil {
+		if v, ok := l.oneOf(a, []string{ClockServer, ClockClient}, `"server" reads Redis's clock once per call (the default; immune to client clock skew), "client" uses the caller's clock, for tests and replays.`); ok {
+			p.Clock = v
+		}
+	}
+	guards := nonEmpty(p.Match)
+	if a := content.Attributes["shard"]; a != nil {
+		p.Shard = l.shard(a, guards)
+	}
+
+	names := map[string]*Rule{}
+	for _, rb := range content.Blocks {
+		r := l.decodeRule(rb, p, guards)
+		if r == nil {
+			continue
+		}
+		if prev, ok := names[r.Name]; ok {
+			l.add(errorf(rb.LabelRanges[0], "Duplicate rule", "Policy %q already has a rule named %q, at %s. Rule names are unique within a policy; they name its Redis keys.", p.Name, r.Name, where(prev.DeclRange)))
+			continue
+		}
+		names[r.Name] = r
+		p.Rules = append(p.Rules, r)
+	}
+	if len(content.Blocks) == 0 {
+		l.add(errorf(b.DefRange, "Policy has no rules", "Policy %q limits nothing. Add a rule block, for example:\n\n  rule \"per_ip\" {\n    algorithm = \"gcra\"\n    key       = request.ip\n    rate      = \"10/s\"\n    burst     = 20\n  }", p.Name))
+	} else if len(p.Rules) > 0 && !slices.ContainsFunc(p.Rules, func(r *Rule) bool { return !r.Shadow }) {
+		l.add(warnf(b.DefRange, "Policy enforces nothing", "Every rule of policy %q is a shadow rule: requests are counted but never denied. Set shadow = false on the rules to enforce.", p.Name))
+	}
+	if !okName {
+		return
+	}
+	l.policies[p.Name] = p
+	l.cfg.Policies = append(l.cfg.Policies, p)
+}
+
+// condition compiles a bool attribute; nil when it is constant true. A constant false is
+// reported with the given summary and detail.
+func (l *loader) condition(a *hcl.Attribute, summary, detail string) *Expr {
+	e, d := l.env.compile(a.Expr, requestScope, cty.Bool)
+	l.add(d...)
+	if e == nil || e.kind != kindConst {
+		return e
+	}
+	if e.val.IsNull() || e.val.True() {
+		return nil
+	}
+	l.add(warnf(a.Expr.Range(), summary, "%s", detail))
+	return e
+}
+
+// oneOf compiles a constant string attribute that must be one of values.
+func (l *loader) oneOf(a *hcl.Attribute, values []string, explain string) (string, bool) {
+	v, ok := l.constString(a)
+	if !ok {
+		return "", false
+	}
+	if slices.Contains(values, v) {
+		return v, true
+	}
+	l.add(errorf(a.Expr.Range(), "Invalid "+a.Name, "%q is not a valid %s.%s Use %s: %s", v, a.Name, suggestion(v, values), quoteList(values), explain))
+	return "", false
+}
+
+// shard compiles a policy's shard and checks that it cannot be empty.
+func (l *loader) shard(a *hcl.Attribute, guards map[string]bool) *Expr {
+	e, d := l.env.compile(a.Expr, requestScope, cty.String)
+	l.add(d...)
+	if e == nil {
+		return nil
+	}
+	switch e.kind {
+	case kindConst:
+		if e.val.IsNull() {
+			return nil
+		}
+		if e.val.AsString() == "" {
+			l.add(errorf(a.Expr.Range(), "Empty shard", "An empty hash tag {} does not tag the key: Redis Cluster then hashes each key whole, so a request's keys land in different slots. Name the request attribute that groups requests, such as shard = request.tenant."))
+			return nil
+		}
+		l.add(warnf(a.Expr.Range(), "Constant shard", "Every request of this policy goes to one hash slot, so one Redis Cluster node carries all of its traffic. Shard by a request attribute, such as request.tenant, to spread the load, or remove shard."))
+	default:
+		for _, attr := range mayBeEmpty(e, guards) {
+			l.add(warnf(a.Expr.Range(), "Shard can be empty", "When request.%s is empty the hash tag is {}, which Redis Cluster ignores: the request's keys then hash to different slots and cannot be charged in one atomic call. Restrict the policy to requests that have it, e.g. match = request.%s != \"\".", attr, attr))
+		}
+	}
+	return e
+}
+
+// mayBeEmpty returns the attributes whose emptiness makes a reference or a template part
+// empty, unless guards proves them non-empty.
+func mayBeEmpty(e *Expr, guards map[string]bool) []string {
+	var out []string
+	switch e.kind {
+	case kindAttr:
+		if !guards[e.attr] {
+			out = append(out, e.attr)
+		}
+	case kindTemplate:
+		for _, p := range e.parts {
+			if p.isAttr && !guards[p.attr] && !slices.Contains(out, p.attr) {
+				out = append(out, p.attr)
+			}
+		}
+	}
+	return out
+}
+
+func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]bool) *Rule {
+	if !l.checkName(b, "rule") {
+		return nil
+	}
+	r := &Rule{Name: b.Labels[0], DeclRange: b.DefRange}
+	base, _, d := b.Body.PartialContent(&hcl.BodySchema{Attributes: ruleAttrs})
+	var content *hcl.BodyContent
+
+	a := base.Attributes["algorithm"]
+	if a == nil {
+		l.add(d...)
+		l.add(errorf(b.DefRange, "Missing algorithm", "Rule %q needs an algorithm: one of %s.", r.Name, quoteList(l.algorithmNames())))
+		return nil
+	}
+	name, ok := l.constString(a)
+	if !ok {
+		l.add(d...)
+		return nil
+	}
+	alg := l.algorithm(name)
+	if _, declared := l.plugins[name]; alg == nil && declared {
+		return nil // a plugin whose declaration has errors, already reported
+	}
+	if alg == nil {
+		l.add(d...)
+		l.add(errorf(a.Expr.Range(), "Unknown algorithm", "There is no algorithm named %q.%s The algorithms are %s; declare others with an algorithm block.", name, suggestion(name, l.algorithmNames()), quoteList(l.algorithmNames())))
+		return nil
+	}
+	r.Algorithm = alg
+	schema := &hcl.BodySchema{Attributes: slices.Clone(ruleAttrs)}
+	for _, ap := range alg.Params {
+		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: ap.Name})
+	}
+	content, d = b.Body.Content(schema)
+	for _, x := range d {
+		if x.Summary == "Unsupported argument" || x.Summary == "Extraneous JSON object property" {
+			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost and shadow; %s takes %s.", alg.Name, paramList(alg))
+		}
+	}
+	l.add(d...)
+
+	guards := map[string]bool{}
+	for k := range policyGuards {
+		guards[k] = true
+	}
+	if a := content.Attributes["when"]; a != nil {
+		r.When = l.condition(a, "Rule never applies", "when is always false, so the rule limits nothing. Remove the rule, or set shadow = true to count requests without enforcing it.")
+		for k := range nonEmpty(r.When) {
+			guards[k] = true
+		}
+	}
+	if a := content.Attributes["key"]; a != nil {
+		r.Key = l.key(a, guards)
+	} else {
+		l.add(errorf(b.DefRange, "Missing key", "Rule %q needs a key: what its counter is kept per, such as key = request.ip, key = \"${request.tenant}:${request.user}\", or a constant such as key = \"all\" for one counter shared by every request.", r.Name))
+	}
+	if a := content.Attributes["shadow"]; a != nil {
+		e, d := l.env.compile(a.Expr, constScope, cty.Bool)
+		l.add(d...)
+		if e != nil && e.kind == kindConst && !e.val.IsNull() {
+			r.Shadow = e.val.True()
+		}
+	}
+	capacity := capacityParam[alg.Name]
+	var capValues []int64
+	known := true
+	var wires [][][]int64 // per parameter, its possible wire values
+	var ranges []hcl.Range
+	for _, ap := range alg.Params {
+		pa := content.Attributes[ap.Name]
+		prm, ws := l.param(r, ap, pa)
+		if prm == nil {
+			known = false
+			continue
+		}
+		r.Params = append(r.Params, prm)
+		if ws == nil {
+			known = false
+		}
+		wires = append(wires, ws)
+		if pa != nil {
+			ranges = append(ranges, pa.Range)
+		}
+		if ap.Name == capacity && ws != nil {
+			for _, w := range ws {
+				capValues = append(capValues, w[0])
+			}
+		}
+	}
+	if len(r.Params) == len(alg.Params) && known {
+		l.checkCombinations(r, wires, ranges)
+	}
+	if a := content.Attributes["cost"]; a != nil {
+		r.Cost = l.cost(a, r, capacity, capValues)
+	}
+	if p.Shard != nil && r.Key != nil && p.Shard.kind != kindConst {
+		var missing []string
+		for _, s := range p.Shard.attrs {
+			if !slices.Contains(r.Key.attrs, s) {
+				missing = append(missing, "request."+s)
+			}
+		}
+		if len(missing) > 0 {
+			m := strings.Join(missing, " and ")
+			l.add(warnf(r.Key.Range(), "Shard splits this rule's counters", "The policy's shard puts every key under the hash tag of %s, so rule %q keeps a separate counter for each value of %s: a client is limited once per %s. If that is intended, say so by including %s in the key; otherwise move the rule to a policy without shard.", m, r.Name, m, m, m))
+		}
+	}
+	return r
+}
+
+// algorithm returns a built-in or plugin algorithm by name.
+func (l *loader) algorithm(name string) *algorithms.Algorithm {
+	if a, ok := algorithms.Lookup(name); ok {
+		return a
+	}
+	return l.pluginOK[name]
+}
+
+// algorithmNames lists the built-in algorithms, then the plugins, sorted.
+func (l *loader) algorithmNames() []string {
+	var names []string
+	for _, a := range algorithms.Builtin() {
+		names = append(names, a.Name)
+	}
+	slices.Sort(names)
+	return append(names, sortedKeys(l.pluginOK)...)
+}
+
+// paramList describes an algorithm's parameters: "limit and window".
+func paramList(alg *algorithms.Algorithm) string {
+	var names []string
+	for _, p := range alg.Params {
+		if p.Kind != algorithms.Lease {
+			names = append(names, p.Name)
+		}
+	}
+	if len(names) == 0 {
+		return "no parameters"
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// key compiles a rule's key and reports keys that can be empty.
+func (l *loader) key(a *hcl.Attribute, guards map[string]bool) *Expr {
+	e, d := l.env.compile(a.Expr, requestScope, cty.String)
+	l.add(d...)
+	if e == nil {
+		return nil
+	}
+	switch e.kind {
+	case kindConst:
+		if e.val.IsNull() || e.val.AsString() == "" {
+			l.add(errorf(a.Expr.Range(), "Empty key", "A constant key must not be empty. For one counter shared by every request use a name, such as key = \"all\"."))
+			return nil
+		}
+	case kindAttr:
+		if !guards[e.attr] {
+			l.add(warnf(a.Expr.Range(), "Key can be empty", "Requests without request.%[1]s all share the key \"\", so they are limited together as one client. If that is not intended, apply the rule only when it is set: when = request.%[1]s != \"\".", e.attr))
+		}
+	case kindTemplate:
+		for _, attr := range mayBeEmpty(e, guards) {
+			l.add(warnf(a.Expr.Range(), "Key part can be empty", "Requests without request.%[1]s share a key with every other such request, so they are limited together. If that is not intended, apply the rule only when it is set: when = request.%[1]s != \"\".", attr))
+		}
+	}
+	return e
+}
+
+// param decodes one algorithm parameter of rule r from attribute a (nil when absent). It
+// returns the parameter and its possible wire values, nil when they cannot be known at
+// load time. A nil parameter means an error was reported.
+func (l *loader) param(r *Rule, ap algorithms.Param, a *hcl.Attribute) (*Param, [][]int64) {
+	if ap.Kind == algorithms.Lease {
+		if a != nil {
+			l.add(errorf(a.NameRange, "Parameter set by the engine", "%s is the request's lease id, which the engine supplies for every request; remove it from the rule.", ap.Name))
+		}
+		return &Param{Name: ap.Name, Kind: ap.Kind, Const: []int64{0}, Range: r.DeclRange}, [][]int64{{0}}
+	}
+	if a == nil {
+		l.add(errorf(r.DeclRange, "Missing "+ap.Name, "Rule %q uses %s, which needs %s: %s, such as %s.", r.Name, r.Algorithm.Name, ap.Name, ap.Doc, exampleParam(ap)))
+		return nil, nil
+	}
+	want := cty.String
+	if ap.Kind == algorithms.Count {
+		want = cty.Number
+	}
+	e, d := l.env.compile(a.Expr, requestScope, want)
+	l.add(d...)
+	if e == nil {
+		return nil, nil
+	}
+	p := &Param{Name: ap.Name, Kind: ap.Kind, Range: a.Range}
+	if e.kind == kindConst {
+		if e.val.IsNull() {
+			l.add(errorf(a.Expr.Range(), "Missing "+ap.Name, "%s is null; rule %q needs a value, such as %s.", ap.Name, r.Name, exampleParam(ap)))
+			return nil, nil
+		}
+		w, err := constWire(ap.Kind, e.val)
+		if err != nil {
+			l.add(paramError(a, ap, ap.Name, err))
+			return nil, nil
+		}
+		p.Const = w
+		return p, [][]int64{w}
+	}
+	p.Expr = e
+	if e.kind == kindLookup {
+		p.table = make(map[string][]int64, len(e.table))
+		failed := false
+		for _, k := range sortedKeys(e.table) {
+			w, err := constWire(ap.Kind, e.table[k])
+			if err != nil {
+				l.add(paramError(a, ap, fmt.Sprintf("%s for key %q", ap.Name, k), err))
+				failed = true
+			}
+			p.table[k] = w
+		}
+		w, err := constWire(ap.Kind, e.def)
+		if err != nil {
+			l.add(paramError(a, ap, "default "+ap.Name, err))
+			failed = true
+		}
+		p.def = w
+		if failed {
+			return nil, nil
+		}
+	}
+	vals, ok := possible(e)
+	if !ok {
+		return p, nil
+	}
+	var ws [][]int64
+	for _, v := range vals {
+		w, err := constWire(ap.Kind, v)
+		if err != nil {
+			l.add(paramError(a, ap, fmt.Sprintf("%s (it can be %s)", ap.Name, showValue(v)), err))
+			return nil, nil
+		}
+		ws = append(ws, w)
+	}
+	return p, ws
+}
+
+// exampleParam shows an attribute of the parameter's kind.
+func exampleParam(ap algorithms.Param) string {
+	switch ap.Kind {
+	case algorithms.Duration:
+		return ap.Name + ` = "1m"`
+	case algorithms.Rate:
+		return ap.Name + ` = "10/s"`
+	}
+	return ap.Name + " = 100"
+}
+
+// paramError reports an unusable value of parameter ap; what names the value: "limit",
+// `limit for key "free"`, "default limit".
+func paramError(a *hcl.Attribute, ap algorithms.Param, what string, err error) *hcl.Diagnostic {
+	var detail string
+	var ue *unitError
+	var ve valueError
+	switch {
+	case errors.As(err, &ue):
+		detail = ue.msg
+		if what != ap.Name {
+			detail = fmt.Sprintf("The %s is invalid. %s", what, detail)
+		}
+		if ue.forms && ap.Kind == algorithms.Duration {
+			detail += " " + durationForms
+		} else if ue.forms {
+			detail += " " + rateForms
+		}
+	case errors.As(err, &ve):
+		detail = fmt.Sprintf("The %s %s.", what, ve)
+	default:
+		detail = fmt.Sprintf("The %s is invalid: %s.", what, err)
+	}
+	return errorf(a.Expr.Range(), "Invalid "+ap.Name, "%s", detail)
+}
+
+// valueError is a value outside its bounds, as a predicate: "must be at least 1, not 0".
+type valueError string
+
+func (e valueError) Error() string { return string(e) }
+
+// constWire converts a constant parameter value to its wire values.
+func constWire(kind algorithms.Kind, v cty.Value) ([]int64, error) {
+	switch kind {
+	case algorithms.Count:
+		if v.Type() == cty.Number && !v.IsNull() {
+			f := v.AsBigFloat()
+			if !f.IsInt() {
+				return nil, valueError(fmt.Sprintf("must be a whole number, not %s", showValue(v)))
+			}
+			if f.Cmp(new(big.Float).SetInt64(algorithms.MaxInt)) > 0 {
+				return nil, valueError(fmt.Sprintf("must be at most 2^53 (%d), not %s", int64(algorithms.MaxInt), showValue(v)))
+			}
+		}
+		n, err := asInt(v)
+		if err != nil {
+			return nil, err
+		}
+		return countWire(n)
+	case algorithms.Duration, algorithms.Rate:
+		if v.Type() == cty.Number {
+			if kind == algorithms.Duration {
+				return nil, badForm("The duration %s has no unit.", showValue(v))
+			}
+			return nil, badForm("The rate %s has no period.", showValue(v))
+		}
+		s, err := asString(v)
+		if err != nil {
+			return nil, err
+		}
+		return stringWire(kind, s)
+	}
+	return []int64{0}, nil
+}
+
+// countWire checks a count: at least 1, at most 2^53.
+func countWire(n int64) ([]int64, error) {
+	if n < 1 {
+		return nil, valueError(fmt.Sprintf("must be at least 1, not %d", n))
+	}
+	if n > algorithms.MaxInt {
+		return nil, valueError(fmt.Sprintf("must be at most 2^53 (%d), not %d", int64(algorithms.MaxInt), n))
+	}
+	return []int64{n}, nil
+}
+
+// stringWire parses a duration or a rate.
+func stringWire(kind algorithms.Kind, s string) ([]int64, error) {
+	if kind == algorithms.Duration {
+		us, err := parseDuration(s)
+		if err != nil {
+			return nil, err
+		}
+		return []int64{us}, nil
+	}
+	n, per, err := parseRate(s)
+	if err != nil {
+		return nil, err
+	}
+	return []int64{n, per}, nil
+}
+
+func showValue(v cty.Value) string {
+	if v.IsNull() {
+		return "null"
+	}
+	switch v.Type() {
+	case cty.String:
+		return fmt.Sprintf("%q", v.AsString())
+	case cty.Number:
+		if f := v.AsBigFloat(); f.IsInt() {
+			return f.Text('f', 0)
+		}
+		return v.AsBigFloat().Text('g', -1)
+	case cty.Bool:
+		return fmt.Sprint(v.True())
+	}
+	return v.Type().FriendlyName()
+}
+
+// maxCombinations bounds the parameter combinations validated at load time.
+const maxCombinations = 256
+
+// checkCombinations validates every combination of the rule's possible parameter values
+// with the algorithm's own bounds, and keeps the wire values when they are all constant.
+func (l *loader) checkCombinations(r *Rule, wires [][][]int64, ranges []hcl.Range) {
+	n := 1
+	for _, ws := range wires {
+		n *= len(ws)
+		if n > maxCombinations {
+			return
+		}
+	}
+	idx := make([]int, len(wires))
+	for {
+		var w []int64
+		for i, ws := range wires {
+			w = append(w, ws[idx[i]]...)
+		}
+		if err := r.Algorithm.Validate(w); err != nil {
+			subject := r.DeclRange
+			if len(ranges) > 0 {
+				subject = hcl.RangeBetween(ranges[0], ranges[len(ranges)-1])
+			}
+			detail := err.Error()
+			if n > 1 {
+				detail += fmt.Sprintf(" (with %s)", describeWire(r.Algorithm, w))
+			}
+			if errors.Is(err, algorithms.ErrRange) {
+				detail += ". The algorithms compute in exact integers below 2^53: lower the count or shorten the period"
+			}
+			l.add(errorf(subject, "Parameters out of range", "%s.", detail))
+			return
+		}
+		if n == 1 {
+			r.wire = w
+			return
+		}
+		i := len(idx) - 1
+		for i >= 0 {
+			idx[i]++
+			if idx[i] < len(wires[i]) {
+				break
+			}
+			idx[i] = 0
+			i--
+		}
+		if i < 0 {
+			return
+		}
+	}
+}
+
+// describeWire writes wire values back as parameters: "limit = 100, window = \"1m\"".
+func describeWire(alg *algorithms.Algorithm, w []int64) string {
+	var parts []string
+	i := 0
+	for _, p := range alg.Params {
+		switch p.Kind {
+		case algorithms.Count:
+			parts = append(parts, fmt.Sprintf("%s = %d", p.Name, w[i]))
+		case algorithms.Duration:
+			parts = append(parts, fmt.Sprintf("%s = %q", p.Name, formatDuration(w[i])))
+		case algorithms.Rate:
+			parts = append(parts, fmt.Sprintf("%s = \"%d/%s\"", p.Name, w[i], formatDuration(w[i+1])))
+			i++
+		}
+		i++
+	}
+	return strings.Join(parts, ", ")
+}
+
+// cost compiles a rule's cost and compares it with the capacity.
+func (l *loader) cost(a *hcl.Attribute, r *Rule, capacity string, capValues []int64) *Expr {
+	e, d := l.env.compile(a.Expr, requestScope, cty.Number)
+	l.add(d...)
+	if e == nil {
+		return nil
+	}
+	if e.kind == kindConst && e.val.IsNull() {
+		return nil
+	}
+	vals, ok := possible(e)
+	if !ok {
+		return e
+	}
+	var costs []int64
+	for _, v := range vals {
+		c, err := asInt(v)
+		if err == nil && c < 0 {
+			err = fmt.Errorf("%d is negative", c)
+		}
+		if err != nil {
+			detail := fmt.Sprintf("The cost is invalid: %s.", err)
+			if len(vals) > 1 {
+				detail = fmt.Sprintf("The cost can be %s, and %s.", showValue(v), err)
+			}
+			l.add(errorf(a.Expr.Range(), "Invalid cost", "%s The cost is what a request takes from the limit: a whole number, 0 (a peek that takes nothing) or more.", detail))
+			return nil
+		}
+		costs = append(costs, c)
+	}
+	if len(capValues) == 0 {
+		return e
+	}
+	minCost, maxCost := slices.Min(costs), slices.Max(costs)
+	minCap, maxCap := slices.Min(capValues), slices.Max(capValues)
+	switch {
+	case minCost > maxCap:
+		l.add(errorf(a.Expr.Range(), "Cost never fits", "A request costs %d but rule %q's %s is %d: it can never be allowed, and its retry-after is never. Lower the cost or raise %s.", minCost, r.Name, capacity, maxCap, capacity))
+	case maxCost > minCap:
+		l.add(warnf(a.Expr.Range(), "Cost can exceed capacity", "The cost can be %d but rule %q's %s can be %d: such requests are always denied, with no retry-after. Lower the cost or raise %s.", maxCost, r.Name, capacity, minCap, capacity))
+	}
+	return e
+}
