@@ -154,7 +154,11 @@ type RuleResult struct {
 	Remaining               int64         // the largest cost the rule would allow now
 	RetryAfter              time.Duration // 0 when allowed; Never
 	ResetAfter              time.Duration // until the rule's key is back to empty
-	Key                     string        // the Redis key
+	// Window is the time over which Limit applies, for quota headers: the window of a
+	// windowed algorithm, the time a bucket takes to refill from empty
+	// (capacity × period / rate), 0 for concurrency.
+	Window time.Duration
+	Key    string // the Redis key
 }
 
 type heldLease struct {
@@ -345,7 +349,7 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 	for i := range rules {
 		d.Rules[i] = RuleResult{
 			Policy: rules[i].policy.Name, Rule: rules[i].rule.Name, Algorithm: rules[i].call.Algorithm.Name,
-			Shadow: rules[i].call.Shadow, Allowed: true, Key: rules[i].call.Key,
+			Shadow: rules[i].call.Shadow, Allowed: true, Key: rules[i].call.Key, Window: window(&rules[i].call),
 		}
 	}
 	if len(rules) == 0 {
@@ -598,4 +602,34 @@ func isScriptError(err error) bool {
 		}
 	}
 	return true
+}
+
+// window derives RuleResult.Window from a rule's wire parameters: a Duration parameter
+// named "window", or for a Rate the time to refill the rule's capacity (the first Count).
+func window(r *algorithms.Rule) time.Duration {
+	var capacity, amount, period int64
+	i := 0
+	for _, p := range r.Algorithm.Params {
+		switch p.Kind {
+		case algorithms.Duration:
+			if p.Name == "window" {
+				return time.Duration(r.Params[i]) * time.Microsecond
+			}
+		case algorithms.Count:
+			if capacity == 0 {
+				capacity = r.Params[i]
+			}
+		case algorithms.Rate:
+			amount, period = r.Params[i], r.Params[i+1]
+			i++
+		}
+		i++
+	}
+	if amount == 0 || capacity == 0 {
+		return 0
+	}
+	if period > (1<<62)/capacity {
+		return 0
+	}
+	return time.Duration((capacity*period+amount-1)/amount) * time.Microsecond
 }

@@ -3,6 +3,9 @@ package engine
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rlctl/rlctl/algorithms"
 )
 
 func TestRenderKey(t *testing.T) {
@@ -62,6 +65,24 @@ func TestSlotMatchesRedisCluster(t *testing.T) {
 	} {
 		if got := Slot(key); got != want {
 			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+func TestWindow(t *testing.T) {
+	cases := map[string]struct {
+		params []int64
+		want   time.Duration
+	}{
+		"fixed_window": {[]int64{100, 60_000_000}, time.Minute},
+		"token_bucket": {[]int64{600, 10, 1_000_000}, time.Minute},
+		"gcra":         {[]int64{10, 1_000_000, 100}, 10 * time.Second},
+		"concurrency":  {[]int64{10, 30_000_000, 0}, 0},
+	}
+	for name, c := range cases {
+		a, _ := algorithms.Lookup(name)
+		if got := window(&algorithms.Rule{Algorithm: a, Params: c.params}); got != c.want {
+			t.Errorf("%s%v: window %v, want %v", name, c.params, got, c.want)
 		}
 	}
 }
