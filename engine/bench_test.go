@@ -3,8 +3,15 @@ package engine
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/internal/redistest"
 )
@@ -41,10 +48,18 @@ policy "b3" {
   }
 }`
 
-// BenchmarkAllow measures whole decisions on a real redis-server: a one-rule policy, a
-// three-rule stack in one call, and the same three rules as three one-rule calls.
+// benchClients is the number of concurrent clients on both sides of every comparison.
+const benchClients = 8
+
+// BenchmarkAllow measures whole decisions on a real redis-server with 8 concurrent
+// callers: a one-rule policy, a three-rule stack in one call, the same three rules as
+// three one-rule calls, and — as the ceiling — redis-benchmark sending EVALSHA of the same
+// script with the same arguments from 8 clients to the same server. The ratio
+// engine/ceiling is the share of the server's script throughput the engine reaches.
 func BenchmarkAllow(b *testing.B) {
-	rdb := redistest.Shared(b).Client(b)
+	srv := redistest.Shared(b)
+	rdb := srv.Client(b)
+	rdb.Options().PoolSize = 2 * benchClients
 	reqs := make([]Attrs, 1024)
 	for i := range reqs {
 		reqs[i] = Attrs{"ip": fmt.Sprint("10.0.", i%4, ".", i), "user": fmt.Sprint("u", i), "tenant": fmt.Sprint("t", i%8)}
@@ -52,6 +67,7 @@ func BenchmarkAllow(b *testing.B) {
 	run := func(b *testing.B, engines ...*Engine) {
 		ctx := context.Background()
 		b.ReportAllocs()
+		b.SetParallelism(max(1, benchClients/gomaxprocs()))
 		b.RunParallel(func(pb *testing.PB) {
 			i := 0
 			for pb.Next() {
@@ -65,22 +81,73 @@ func BenchmarkAllow(b *testing.B) {
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 	}
-	b.Run("1-rule", func(b *testing.B) { run(b, New(NewRedis(rdb), compile(b, oneRule))) })
-	b.Run("3-rule-stack", func(b *testing.B) { run(b, New(NewRedis(rdb), compile(b, threeRules))) })
-	b.Run("3-separate-calls", func(b *testing.B) {
+	b.Run("engine/1-rule", func(b *testing.B) { run(b, New(NewRedis(rdb), compile(b, oneRule))) })
+	b.Run("ceiling/1-rule", func(b *testing.B) {
+		ceiling(b, rdb, srv.Addr(), compile(b, oneRule), Attrs{"user": "u__rand_int__"})
+	})
+	b.Run("engine/3-rule-stack", func(b *testing.B) { run(b, New(NewRedis(rdb), compile(b, threeRules))) })
+	b.Run("ceiling/3-rule-stack", func(b *testing.B) {
+		ceiling(b, rdb, srv.Addr(), compile(b, threeRules), Attrs{"ip": "10.0.0.__rand_int__", "user": "u__rand_int__", "tenant": "t__rand_int__"})
+	})
+	b.Run("engine/3-separate-calls", func(b *testing.B) {
 		var es []*Engine
-		for _, name := range []string{"per_ip", "per_user", "per_tenant"} {
-			cfg := compile(b, threeRules)
-			p := *cfg
+		for i := range 3 {
+			p := *compile(b, threeRules)
 			pol := *p.policies[0]
-			for _, r := range pol.Rules {
-				if r.Name == name {
-					pol.Rules = []*dsl.Rule{r}
-				}
-			}
+			pol.Rules = []*dsl.Rule{pol.Rules[i]}
 			p.policies = []*dsl.Policy{&pol}
 			es = append(es, New(NewRedis(rdb), &p))
 		}
 		run(b, es...)
 	})
+}
+
+func gomaxprocs() int {
+	return max(1, runtime.GOMAXPROCS(0))
+}
+
+var rpsLine = regexp.MustCompile(`([0-9.]+) requests per second`)
+
+// ceiling runs redis-benchmark: b.N EVALSHA calls of plan's script with the ARGV the engine
+// would send for req (redis-benchmark replaces __rand_int__ with 0..1023 per call).
+func ceiling(b *testing.B, rdb *redis.Client, addr string, plan *Plan, req Attrs) {
+	bin, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		b.Skip("redis-benchmark not found")
+	}
+	e := New(NewRedis(rdb), plan)
+	rules, err := e.collect(req, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime}
+	for _, r := range rules {
+		call.Rules = append(call.Rules, r.call)
+	}
+	argv, err := call.Argv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := rdb.ScriptLoad(context.Background(), plan.script.Source).Err(); err != nil {
+		b.Fatal(err)
+	}
+	host, port, _ := strings.Cut(addr, ":")
+	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(benchClients), "-n", strconv.Itoa(max(b.N, 1000)),
+		"-r", "1024", "-q", "EVALSHA", plan.script.SHA1, strconv.Itoa(len(call.Rules))}
+	for _, k := range call.Keys() {
+		args = append(args, k)
+	}
+	args = append(args, argv...)
+	b.ResetTimer()
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("redis-benchmark: %v\n%s", err, out)
+	}
+	m := rpsLine.FindAllSubmatch(out, -1)
+	if m == nil {
+		b.Fatalf("redis-benchmark printed no rate:\n%s", out)
+	}
+	rps, _ := strconv.ParseFloat(string(m[len(m)-1][1]), 64)
+	b.ReportMetric(rps, "decisions/s")
 }

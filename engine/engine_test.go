@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -200,5 +201,80 @@ func TestClusterCompensation(t *testing.T) {
 	}
 	if p.Rules[0].Remaining != 8 || p.Rules[1].Remaining != 8 || p.Rules[2].Remaining != 0 {
 		t.Fatalf("after 2 allowed and 5 denied requests: %+v, want 8, 8, 0 remaining", p.Rules)
+	}
+}
+
+// TestReleaseAndReset: a concurrency lease is held until Release; Reset forgets a key.
+func TestReleaseAndReset(t *testing.T) {
+	clock := newFrozen()
+	for bname, b := range backends(t, clock) {
+		t.Run(bname, func(t *testing.T) {
+			e := New(b, compile(t, `
+policy "uploads_`+bname+`" {
+  clock = "client"
+  rule "in_flight" {
+    algorithm = "concurrency"
+    key       = request.user
+    max       = 2
+    ttl       = "1m"
+  }
+}`), WithClock(clock.now))
+			ctx := context.Background()
+			req := Attrs{"user": "rel"}
+			d1, _ := e.Allow(ctx, req)
+			d2, _ := e.Allow(ctx, req)
+			d3, _ := e.Allow(ctx, req)
+			if !d1.Allowed || !d2.Allowed || d3.Allowed {
+				t.Fatalf("want 2 leases then a denial: %v %v %v", d1.Allowed, d2.Allowed, d3.Allowed)
+			}
+			if d3.RetryAfter != time.Minute {
+				t.Fatalf("denied lease retry-after %v, want the lease ttl 1m", d3.RetryAfter)
+			}
+			if err := e.Release(ctx, d1); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.Release(ctx, d1); err != nil { // idempotent
+				t.Fatal(err)
+			}
+			if d, _ := e.Allow(ctx, req); !d.Allowed {
+				t.Fatalf("a released lease did not free its slot: %+v", d)
+			}
+			if d, _ := e.Allow(ctx, req); d.Allowed {
+				t.Fatal("a third lease was granted")
+			}
+			if err := e.Reset(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			if d, _ := e.Peek(ctx, req); d.Rules[0].Remaining != 2 {
+				t.Fatalf("after Reset: %+v", d.Rules[0])
+			}
+		})
+	}
+}
+
+// TestBadRequests: expressions that fail and absurd costs are errors, never panics.
+func TestBadRequests(t *testing.T) {
+	e := New(NewLocal(luahost.New()), compile(t, `
+policy "bad" {
+  rule "r" {
+    algorithm = "gcra"
+    key       = request.user
+    cost      = parseint(request.weight, 10)
+    rate      = "10/s"
+    burst     = 10
+  }
+}`))
+	ctx := context.Background()
+	for _, w := range []string{"x", "", "-5", "99999999999999999999"} {
+		if _, err := e.Allow(ctx, Attrs{"user": "u", "weight": w}); !errors.Is(err, ErrRequest) {
+			t.Errorf("weight %q: err %v, want ErrRequest", w, err)
+		}
+	}
+	if _, err := e.AllowN(ctx, Attrs{"user": "u", "weight": "2"}, -1); !errors.Is(err, ErrRequest) {
+		t.Errorf("negative n: %v", err)
+	}
+	d, err := e.Allow(ctx, Attrs{"user": "u", "weight": "11"})
+	if err != nil || d.Allowed || d.RetryAfter != Never {
+		t.Fatalf("cost above capacity: %+v %v, want a denial with RetryAfter Never", d, err)
 	}
 }
