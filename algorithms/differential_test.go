@@ -62,25 +62,15 @@ func loadRedis(t *testing.T) redisExec {
 
 // TestRedisMatchesModel runs random traces per algorithm (and mixed stacks) on a real
 // redis-server and compares every reply with the reference model.
-func TestRedisMatchesModel(t *testing.T) {
-	ex := loadRedis(t)
-	for _, a := range builtin {
-		t.Run(a.Name, func(t *testing.T) {
-			t.Parallel()
-			checkTraces(t, ex, 1, traceCount(), 40, sameAlgorithm(a))
-		})
-	}
-	t.Run("mixed", func(t *testing.T) {
-		t.Parallel()
-		checkTraces(t, ex, 2, traceCount(), 40, mixed)
-	})
-}
+func TestRedisMatchesModel(t *testing.T) { matchesModel(t, loadRedis(t)) }
 
 // TestLuahostMatchesModel runs the same random traces on luahost with a virtual clock, so
 // keys expire on the trace's clock: expiry must never change a decision, and every key
 // must be gone once its reset-after has passed.
-func TestLuahostMatchesModel(t *testing.T) {
-	ex := hostExec{script: Default()}
+func TestLuahostMatchesModel(t *testing.T) { matchesModel(t, hostExec{script: Default()}) }
+
+// matchesModel runs traceCount traces per algorithm, and of mixed stacks, on ex.
+func matchesModel(t *testing.T, ex executor) {
 	for _, a := range builtin {
 		t.Run(a.Name, func(t *testing.T) {
 			t.Parallel()
