@@ -87,6 +87,8 @@
 // can be empty unless a when or match proves the attribute non-empty; rules and policies
 // whose condition is constantly false; a shard that splits a rule's counters; duplicate
 // names; plugin Lua that does not compile, assigns globals or engine locals, calls
-// commands it does not declare, or lacks params, check or commit; and scenarios naming
-// unknown policies, traffic or rules.
+// commands it does not declare, or lacks params, check or commit; scenarios naming
+// unknown policies, traffic or rules; and numbers beyond a float64's range, refused before
+// evaluation because HCL takes minutes to print one exactly (at run time, a request
+// attribute holding such a number is refused by the expressions that would convert it).
 package dsl

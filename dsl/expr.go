@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"slices"
 	"strconv"
@@ -159,7 +160,11 @@ func (e *Expr) value(r Request) (cty.Value, error) {
 	} else {
 		attrs := make(map[string]cty.Value, len(e.attrs))
 		for _, a := range e.attrs {
-			attrs[a] = cty.StringVal(r.Attr(a))
+			v := r.Attr(a)
+			if hugeNumeral(v) {
+				return cty.NilVal, fmt.Errorf("request.%s is a number too large or too small for a 64-bit float", a)
+			}
+			attrs[a] = cty.StringVal(v)
 		}
 		ctx.Variables = map[string]cty.Value{e.sc.root: cty.ObjectVal(attrs)}
 	}
@@ -168,6 +173,17 @@ func (e *Expr) value(r Request) (cty.Value, error) {
 		return cty.NilVal, diags
 	}
 	return v, nil
+}
+
+// hugeNumeral reports whether s reads as a number beyond float64's range. HCL would
+// convert it to an exact number and take minutes to print it, so a request carrying one is
+// refused rather than evaluated.
+func hugeNumeral(s string) bool {
+	if len(s) < 300 && !strings.ContainsAny(s, "eE") {
+		return false
+	}
+	_, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	return errors.Is(err, strconv.ErrRange)
 }
 
 // bareValue is the value of a bare root (client): a number when it is one.
@@ -244,13 +260,52 @@ func asInt(v cty.Value) (int64, error) {
 	}
 	f := n.AsBigFloat()
 	if !f.IsInt() {
-		return 0, fmt.Errorf("%s is not a whole number", f.Text('g', -1))
+		return 0, fmt.Errorf("%s is not a whole number", numberText(f))
 	}
 	i, acc := f.Int64()
 	if acc != big.Exact || i > maxExact || i < -maxExact {
-		return 0, fmt.Errorf("%s is beyond 2^53, the largest exact count", f.Text('g', -1))
+		return 0, fmt.Errorf("%s is beyond 2^53, the largest exact count", numberText(f))
 	}
 	return i, nil
+}
+
+// numberText formats a number for a message: whole numbers up to 2^64 in full, others as
+// the nearest float64. (big.Float's own Text takes minutes for 1e100000000, which a
+// request attribute or a literal may hold.)
+func numberText(f *big.Float) string {
+	if f.IsInt() && f.MantExp(nil) <= 64 {
+		return f.Text('f', 0)
+	}
+	x, _ := f.Float64()
+	switch {
+	case math.IsInf(x, 1):
+		return "a number above 1e308"
+	case math.IsInf(x, -1):
+		return "a number below -1e308"
+	case x == 0 && f.Sign() != 0:
+		return "a number closer to 0 than 1e-308"
+	}
+	return strconv.FormatFloat(x, 'g', -1, 64)
+}
+
+// hugeNumber reports whether v holds a number beyond float64's range anywhere inside it:
+// HCL's diagnostics print the values of the variables an expression reads, and printing
+// such a number exactly takes minutes.
+func hugeNumber(v cty.Value) bool {
+	if !v.IsKnown() || v.IsNull() {
+		return false
+	}
+	switch {
+	case v.Type() == cty.Number:
+		return v.AsBigFloat().MantExp(nil) > 1024 || v.AsBigFloat().MantExp(nil) < -1074
+	case v.CanIterateElements():
+		for it := v.ElementIterator(); it.Next(); {
+			if _, e := it.Element(); hugeNumber(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 const maxExact = 1 << 53
@@ -274,7 +329,7 @@ func (env *evalEnv) compile(expr hcl.Expression, sc scope, want cty.Type) (*Expr
 		if !v.IsNull() && want != cty.DynamicPseudoType {
 			cv, err := convert.Convert(v, want)
 			if err != nil {
-				return nil, append(diags, typeError(expr, want, err))
+				return nil, append(diags, typeError(expr, want, v, sc))
 			}
 			v = cv
 		}
@@ -293,7 +348,7 @@ func (env *evalEnv) compile(expr hcl.Expression, sc scope, want cty.Type) (*Expr
 	}
 	if want != cty.DynamicPseudoType {
 		if _, err := convert.Convert(v, want); err != nil {
-			return nil, append(diags, typeError(expr, want, err))
+			return nil, append(diags, typeError(expr, want, v, sc))
 		}
 	}
 	if syn, ok := expr.(hclsyntax.Expression); ok {
@@ -321,8 +376,21 @@ func (env *evalEnv) unknownCtx(sc scope, attrs []string) *hcl.EvalContext {
 	return ctx
 }
 
-func typeError(expr hcl.Expression, want cty.Type, err error) *hcl.Diagnostic {
-	return errorf(expr.Range(), "Incorrect value type", "A %s is required here: %s.", want.FriendlyName(), err)
+func typeError(expr hcl.Expression, want cty.Type, v cty.Value, sc scope) *hcl.Diagnostic {
+	got := v.Type().FriendlyName()
+	if strings.ContainsRune("aeiou", rune(got[0])) {
+		got = "an " + got
+	} else {
+		got = "a " + got
+	}
+	if v.IsKnown() && v.Type().IsPrimitiveType() {
+		got = showValue(v)
+	}
+	hint := ""
+	if want == cty.Bool && sc.root == "request" {
+		hint = ` Write a condition, such as request.user != "".`
+	}
+	return errorf(expr.Range(), "Incorrect value type", "A %s is required here, not %s.%s", want.FriendlyName(), got, hint)
 }
 
 // fastPath turns e into a kindAttr, kindTemplate or kindLookup when syn has that shape.

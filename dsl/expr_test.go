@@ -150,6 +150,8 @@ func TestEval(t *testing.T) {
 		{`request.n`, "int", req, "5"},
 		{`request.half`, "int", req, "error: not a whole number"},
 		{`request.big`, "int", req, "error: beyond 2^53"},
+		{`request.n`, "int", attrs{"n": "1e100000000"}, "error: a number above 1e308 is beyond 2^53"},
+		{`request.n`, "int", attrs{"n": "-1e-100000000"}, "error: a number closer to 0 than 1e-308 is not a whole number"},
 		{`request.missing`, "int", req, "error: a whole number is required"},
 		{`tonumber(request.n) * 2`, "int", req, "10"},
 		{`request.ip != ""`, "bool", req, "true"},
@@ -165,6 +167,9 @@ func TestEval(t *testing.T) {
 		{`regex("^[a-z]+$", request.user)`, "string", req, "error: pattern did not match"},
 		{`try(regex("^[a-z]+$", request.user), "none")`, "string", req, "none"},
 		{`local.n`, "int", req, "5"},
+		{`"${tonumber(request.n) * 2}"`, "string", attrs{"n": "21"}, "42"},
+		{`"${tonumber(request.n) * 2}"`, "string", attrs{"n": "1e100000000"}, "error: too large or too small"},
+		{`"${tonumber(request.n) * 2}"`, "string", attrs{"n": "1" + strings.Repeat("0", 400)}, "error: too large or too small"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.src+"/"+tt.as, func(t *testing.T) {
@@ -368,4 +373,23 @@ func BenchmarkRenderKey(b *testing.B) {
 	b.Run("hcl", func(b *testing.B) {
 		run(b, &Expr{kind: kindEval, expr: e.expr, attrs: e.attrs, sc: e.sc, env: env})
 	})
+}
+
+func BenchmarkRuleWire(b *testing.B) {
+	cfg, diags := Load("../policies/public_api.hcl")
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	rules := cfg.Policies[0].Rules
+	r := attrs{"plan": "pro", "user": "alice", "tenant": "acme", "ip": "192.0.2.1"}
+	for _, ru := range []*Rule{rules[0], rules[1]} { // constant; lookup table
+		b.Run(ru.Name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ru.Wire(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

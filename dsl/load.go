@@ -1,7 +1,9 @@
 package dsl
 
 import (
+	"bytes"
 	"io/fs"
+	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,9 +198,71 @@ func (l *loader) parse(s source) []*hcl.Block {
 	if d.HasErrors() {
 		return nil // a file that does not parse contributes nothing further
 	}
+	if huge := hugeLiterals(f, s); len(huge) > 0 {
+		l.diags = append(l.diags, huge...)
+		return nil
+	}
 	content, d := f.Body.Content(rootSchema)
 	l.diags = append(l.diags, d...)
 	return content.Blocks
+}
+
+// hugeLiterals reports number literals beyond float64's range. They are refused before
+// anything is evaluated: HCL formats numbers exactly when it converts them to strings,
+// which for 1e100000000 takes minutes.
+func hugeLiterals(f *hcl.File, s source) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	report := func(r hcl.Range) {
+		diags = append(diags, errorf(r, "Number out of range", "This number is too large or too small for a 64-bit float. Policies count requests and time in whole numbers up to 2^53."))
+	}
+	if body, ok := f.Body.(*hclsyntax.Body); ok {
+		hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+			if lit, ok := n.(*hclsyntax.LiteralValueExpr); ok && hugeNumber(lit.Val) {
+				report(lit.SrcRange)
+			}
+			return nil
+		})
+		return diags
+	}
+	if s.json {
+		for _, r := range hugeJSONNumbers(s.src) {
+			report(hcl.Range{Filename: s.name, Start: posAt(s.src, r[0]), End: posAt(s.src, r[1])})
+		}
+	}
+	return diags
+}
+
+// hugeJSONNumbers returns the byte ranges of the numbers outside strings in JSON src whose
+// decimal exponent puts them beyond float64's range.
+func hugeJSONNumbers(src []byte) [][2]int {
+	var out [][2]int
+	inString := false
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		switch {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case !inString && (c == '-' || (c >= '0' && c <= '9')):
+			j := i + 1
+			for j < len(src) && strings.IndexByte("0123456789.eE+-", src[j]) >= 0 {
+				j++
+			}
+			if f, _, err := big.ParseFloat(string(src[i:j]), 10, 64, big.ToNearestEven); err == nil && hugeNumber(cty.NumberVal(f)) {
+				out = append(out, [2]int{i, j})
+			}
+			i = j - 1
+		}
+	}
+	return out
+}
+
+// posAt returns the position of byte offset off in src.
+func posAt(src []byte, off int) hcl.Pos {
+	line := 1 + bytes.Count(src[:off], []byte("\n"))
+	col := 1 + off - (bytes.LastIndexByte(src[:off], '\n') + 1)
+	return hcl.Pos{Line: line, Column: col, Byte: off}
 }
 
 // fillSubjects gives any diagnostic that lacks a Subject (none should) the start of its
@@ -218,7 +282,7 @@ func (l *loader) fillSubjects() {
 // add appends diagnostics.
 func (l *loader) add(d ...*hcl.Diagnostic) { l.diags = append(l.diags, d...) }
 
-// attrs returns a body's attributes as a map and in source order.
+// ordered returns attributes in source order.
 func ordered(attrs hcl.Attributes) []*hcl.Attribute {
 	out := make([]*hcl.Attribute, 0, len(attrs))
 	for _, a := range attrs {

@@ -87,6 +87,11 @@ func (l *loader) decodeLocals(blocks []*hcl.Block) {
 			env.failed[name] = true
 			return
 		}
+		if hugeNumber(v) {
+			l.add(errorf(a.Expr.Range(), "Number out of range", "local.%s holds a number too large or too small for a 64-bit float. Policies count requests and time in whole numbers up to 2^53.", name))
+			env.failed[name] = true
+			return
+		}
 		env.locals[name] = v
 	}
 	for _, a := range order {

@@ -64,6 +64,9 @@ var forbiddenCommands = map[string]string{
 }
 
 func (l *loader) decodePlugin(b *hcl.Block) {
+	if len(b.Labels) == 0 || len(b.LabelRanges) == 0 {
+		return // HCL reported the missing label
+	}
 	name := b.Labels[0]
 	switch {
 	case !pluginName.MatchString(name):
@@ -125,9 +128,9 @@ func (l *loader) pluginParams(a *hcl.Attribute) ([]algorithms.Param, bool) {
 	}
 	var params []algorithms.Param
 	ok := true
-	reserved := make([]string, len(ruleAttrs))
-	for i, ra := range ruleAttrs {
-		reserved[i] = ra.Name
+	var reserved []string
+	for _, ra := range ruleAttrs {
+		reserved = append(reserved, ra.Name)
 	}
 	kindNames := sortedKeys(kinds)
 	for _, kv := range pairs {
@@ -147,7 +150,7 @@ func (l *loader) pluginParams(a *hcl.Attribute) ([]algorithms.Param, bool) {
 			ok = false
 			continue
 		case slices.Contains(reserved, pname):
-			l.add(errorf(kv.Key.Range(), "Reserved parameter name", "%q is a rule attribute, so it cannot name a parameter. Rules reserve %s.", pname, quoteList(reserved)))
+			l.add(errorf(kv.Key.Range(), "Reserved parameter name", "%q is a rule attribute, so it cannot name a parameter. Rules reserve algorithm, key, when, cost and shadow.", pname))
 			ok = false
 			continue
 		case slices.ContainsFunc(params, func(p algorithms.Param) bool { return p.Name == pname }):
@@ -652,7 +655,7 @@ func (c *luaChecker) checkSlots(chunk []ast.Stmt) {
 	}
 	for _, name := range engine().required {
 		if assigned[name] == nil {
-			c.diags = append(c.diags, errorf(c.lineRange(-1, 0), "Plugin lacks "+name, "The plugin's source never assigns %s at its top level. Every algorithm assigns params (the kind of each wire value: 'pos' for a positive integer, 'str' for a lease), check(key, now, cost, p) and commit(key, pending), and may assign validate(p) and refund(key, now, cost, p); see lua/dispatch.lua.", name))
+			c.diags = append(c.diags, errorf(c.lineRange(1, 0), "Plugin lacks "+name, "The plugin's source never assigns %s at its top level. Every algorithm assigns params (the kind of each wire value: 'pos' for a positive integer, 'str' for a lease), check(key, now, cost, p) and commit(key, pending), and may assign validate(p) and refund(key, now, cost, p); see lua/dispatch.lua.", name))
 		}
 	}
 	if c.skipParams || params == nil || slices.ContainsFunc(params.Fields, func(f *ast.Field) bool { return f.Key != nil }) {

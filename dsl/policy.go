@@ -2,8 +2,8 @@ package dsl
 
 import (
 	"errors"
-	"math/big"
 	"fmt"
+	"math/big"
 	"regexp"
 	"slices"
 	"strings"
@@ -62,6 +62,9 @@ var capacityParam = map[string]string{
 }
 
 func (l *loader) decodePolicy(b *hcl.Block) {
+	if len(b.Labels) == 0 || len(b.LabelRanges) == 0 {
+		return // HCL reported the missing label
+	}
 	okName := l.checkName(b, "policy")
 	p := &Policy{Name: b.Labels[0], OnError: OnErrorAllow, Clock: ClockServer, DeclRange: b.DefRange}
 	if prev, ok := l.policies[p.Name]; ok {
@@ -232,7 +235,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 		guards[k] = true
 	}
 	if a := content.Attributes["when"]; a != nil {
-		r.When = l.condition(a, "Rule never applies", "when is always false, so the rule limits nothing. Remove the rule, or set shadow = true to count requests without enforcing it.")
+		r.When = l.condition(a, "Rule never applies", "when is always false, so the rule limits nothing. Remove the rule, or fix the condition.")
 		for k := range nonEmpty(r.When) {
 			guards[k] = true
 		}
@@ -541,10 +544,7 @@ func showValue(v cty.Value) string {
 	case cty.String:
 		return fmt.Sprintf("%q", v.AsString())
 	case cty.Number:
-		if f := v.AsBigFloat(); f.IsInt() {
-			return f.Text('f', 0)
-		}
-		return v.AsBigFloat().Text('g', -1)
+		return numberText(v.AsBigFloat())
 	case cty.Bool:
 		return fmt.Sprint(v.True())
 	}

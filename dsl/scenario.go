@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -69,6 +70,9 @@ func (x *Expect) Check(o Outcome) (bool, error) {
 }
 
 func (l *loader) decodeScenario(b *hcl.Block) {
+	if len(b.Labels) == 0 || len(b.LabelRanges) == 0 {
+		return // HCL reported the missing label
+	}
 	okName := l.checkName(b, "scenario")
 	s := &Scenario{Name: b.Labels[0], Seed: 1, DeclRange: b.DefRange}
 	for _, prev := range l.cfg.Scenarios {
@@ -508,7 +512,7 @@ func scenarioFunctions(s *Scenario, rules []string, o Outcome) map[string]functi
 				if ue, ok := err.(*unitError); ok && ue.forms {
 					msg += " " + durationForms
 				}
-				return cty.UnknownVal(cty.Number), function.NewArgErrorf(1, "%s", msg)
+				return cty.UnknownVal(cty.Number), function.NewArgErrorf(1, "%s", strings.TrimSuffix(msg, "."))
 			}
 			if o == nil {
 				return cty.UnknownVal(cty.Number), nil

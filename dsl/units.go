@@ -213,7 +213,7 @@ func parseRate(s string) (amount, periodUS int64, err error) {
 		return 0, 0, badValue("The amount of the rate %q is above 2^53, the largest exact count.", s)
 	}
 	if amount == 0 {
-		return 0, 0, badValue("The rate %q is zero; the amount must be at least 1. To block every request use a limit of 1 and an expression cost, or leave the rule out.", s)
+		return 0, 0, badValue("The rate %q is zero; the amount must be at least 1.", s)
 	}
 	if per == "" {
 		return 0, 0, badForm("The rate %q has no period after the slash.", s)

@@ -1,0 +1,269 @@
+package dsl
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const quotaPolicy = `algorithm "quota" {
+  source   = "lua/quota.lua"
+  params   = { limit = "count", window = "duration" }
+  commands = ["GET", "SET", "PEXPIRE"]
+  doc      = "A fixed counter for tests."
+}
+
+policy "p" {
+  rule "r" {
+    algorithm = "quota"
+    key       = "all"
+    limit     = 10
+    window    = "1s"
+  }
+}
+`
+
+func TestLoadPaths(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("policies/a.hcl", quotaPolicy)
+	write("policies/lua/quota.lua", fuzzPlugin)
+	write("policies/b.hcl.json", `{"locals": {"x": 1}}`)
+	write("policies/notes.txt", `not a policy`)
+	write("policies/sub/c.hcl", `this is not read: directories are not recursive`)
+	write("empty/.keep", "")
+	write("other.conf", `policy "q" {
+  rule "r" {
+    algorithm = "gcra"
+    key       = "all"
+    rate      = "1/s"
+    burst     = 1
+  }
+}
+`)
+
+	cfg, diags := Load(filepath.Join(dir, "policies"), filepath.Join(dir, "other.conf"))
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	if len(cfg.Policies) != 2 || len(cfg.Plugins) != 1 {
+		t.Fatalf("%d policies, %d plugins", len(cfg.Policies), len(cfg.Plugins))
+	}
+	plugin := cfg.Plugins[0]
+	if plugin.Name != "quota" || plugin.Source != fuzzPlugin || plugin.Doc == "" || plugin.WireLen() != 2 {
+		t.Errorf("plugin %+v", plugin)
+	}
+	if cfg.Policies[0].Rules[0].Algorithm != plugin {
+		t.Error("the rule does not use the plugin")
+	}
+	for _, name := range []string{"a.hcl", "b.hcl.json", filepath.Join("lua", "quota.lua")} {
+		if cfg.Files[filepath.Join(dir, "policies", name)] == nil {
+			t.Errorf("Files lacks %s", name)
+		}
+	}
+
+	_, diags = Load(filepath.Join(dir, "missing.hcl"), filepath.Join(dir, "empty"))
+	got := diagLines(diags)
+	if !strings.Contains(got, "missing.hcl:1:1: error: Cannot read policy file") || !strings.Contains(got, "empty:1:1: error: No policy files") {
+		t.Errorf("diagnostics:\n%s", got)
+	}
+	if _, diags := Load(); !diags.HasErrors() {
+		t.Error("Load() without paths succeeds")
+	}
+}
+
+func TestScenario(t *testing.T) {
+	cfg, diags := Load("../policies/login.hcl")
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	s := cfg.Scenarios[0]
+	if s.Name != "credential_stuffing" || s.Policy != "login" || s.Duration != 10*time.Minute || s.Seed != 1 {
+		t.Errorf("scenario %+v", s)
+	}
+	botnet := s.Traffic[1]
+	if botnet.Clients != 300 || botnet.Pattern != PatternPoisson || botnet.Rate != (Rate{N: 1, Per: time.Minute}) || botnet.Stop != s.Duration {
+		t.Errorf("traffic %+v", botnet)
+	}
+	req, err := botnet.Render(259)
+	if err != nil || req["ip"] != "192.0.2.3" || req["username"] != "Alice" {
+		t.Errorf("Render(259) = %v, %v", req, err)
+	}
+	users, err := s.Traffic[2].Render(7)
+	if err != nil || users["username"] != "user7" || users["ip"] != "198.51.100.7" {
+		t.Errorf("Render(7) = %v, %v", users, err)
+	}
+	outcome := mapOutcome{
+		requests: map[string]int64{"sprayer": 1200, "botnet": 3000, "users": 200},
+		allowed:  map[string]int64{"sprayer": 20, "botnet": 10, "users": 200},
+		deniedBy: map[string]int64{"botnet/per_account": 2990},
+	}
+	for _, x := range s.Expect {
+		ok, err := x.Check(outcome)
+		if err != nil || !ok {
+			t.Errorf("expectation %s: %v, %v", x.Name, ok, err)
+		}
+	}
+	outcome.allowed["users"] = 199
+	if ok, err := s.Expect[3].Check(outcome); err != nil || ok {
+		t.Errorf("users_unaffected with a denied user: %v, %v", ok, err)
+	}
+	outcome.requests["sprayer"] = 0
+	if ok, err := s.Expect[0].Check(outcome); err != nil || ok {
+		t.Errorf("denied_fraction of no requests must be 0: %v, %v", ok, err)
+	}
+}
+
+type mapOutcome struct {
+	requests, allowed, deniedBy map[string]int64
+}
+
+func (o mapOutcome) Requests(t string) int64                      { return o.requests[t] }
+func (o mapOutcome) Allowed(t string) int64                       { return o.allowed[t] }
+func (o mapOutcome) DeniedBy(t, r string) int64                   { return o.deniedBy[t+"/"+r] }
+func (o mapOutcome) MaxAllowedIn(t string, _ time.Duration) int64 { return o.allowed[t] }
+
+// TestConcurrentEval evaluates one Config from many goroutines (run with -race).
+func TestConcurrentEval(t *testing.T) {
+	cfg, diags := Load("../policies")
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			r := attrs{"ip": "10.0.0.1", "user": "u", "plan": []string{"free", "pro", "gold"}[g%3], "tenant": "t", "path": "/v1/x", "method": "POST", "content_length": "12345678"}
+			for range 100 {
+				for _, p := range cfg.Policies {
+					if p.Match != nil {
+						if _, err := p.Match.Bool(r); err != nil {
+							t.Error(err)
+						}
+					}
+					for _, ru := range p.Rules {
+						if _, err := ru.Key.String(r); err != nil {
+							t.Error(err)
+						}
+						if _, err := ru.Wire(r); err != nil {
+							t.Error(err)
+						}
+						if ru.Cost != nil {
+							if _, err := ru.Cost.Int(r); err != nil {
+								t.Error(err)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestWriteDiagnostics(t *testing.T) {
+	cfg, diags := Parse(map[string][]byte{"p.hcl": []byte(`policy "p" {
+  rule "r" {
+    algorithm = "sliding_windw"
+    key       = request.ip
+  }
+}
+`)})
+	var b bytes.Buffer
+	if err := WriteDiagnostics(&b, cfg.Files, diags, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Error: Unknown algorithm", `3:     algorithm = "sliding_windw"`, `Did you mean "sliding_window"?`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestEngineScope(t *testing.T) {
+	sc := engine()
+	if got := strings.Join(sc.slots, ","); got != "params,validate,check,commit,refund" {
+		t.Errorf("slots %s", got)
+	}
+	if got := strings.Join(sc.required, ","); got != "params,check,commit" {
+		t.Errorf("required %s", got)
+	}
+	for _, name := range []string{"call", "idiv", "MAX_INT", "expire_us", "KEYS"} {
+		if !sc.prelude[name] {
+			t.Errorf("prelude lacks %s", name)
+		}
+	}
+	if got := strings.Join(sc.helpers["expire_us"], ","); got != "PEXPIRE" {
+		t.Errorf("expire_us calls %s", got)
+	}
+}
+
+// TestJSONSyntax loads a policy written in HCL's JSON syntax: the same checks apply, and
+// template strings get the same fast paths as native expressions.
+func TestJSONSyntax(t *testing.T) {
+	cfg, diags := Parse(map[string][]byte{"api.hcl.json": []byte(`{
+  "locals": {"burst": {"free": 20, "pro": 100}},
+  "policy": {
+    "api": {
+      "match": "${startswith(request.path, \"/v1/\")}",
+      "rule": {
+        "per_user": {
+          "algorithm": "gcra",
+          "when": "${request.user != \"\" && request.tenant != \"\"}",
+          "key": "${request.tenant}:${request.user}",
+          "rate": "10/s",
+          "burst": "${lookup(local.burst, request.plan, 20)}"
+        },
+        "per_ip": {
+          "algorithm": "sliding_window",
+          "when": "${request.ip != \"\" && request.tenant != \"\"}",
+          "key": "${request.ip}",
+          "limit": 100,
+          "window": "1m"
+        }
+      }
+    }
+  },
+  "scenario": {
+    "s": {
+      "policy": "api",
+      "duration": "1m",
+      "traffic": {
+        "users": {
+          "clients": 10,
+          "request": {"path": "/v1/x", "user": "u${client}", "tenant": "t", "ip": "192.0.2.${client}", "plan": "pro"},
+          "rate": "1/s"
+        }
+      },
+      "expect": {"served": "${denied_fraction(\"users\") < 0.01}"}
+    }
+  }
+}`)})
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	rules := cfg.Policies[0].Rules
+	if rules[0].Key.kind != kindTemplate || rules[1].Key.kind != kindAttr || rules[0].Params[1].table == nil {
+		t.Errorf("JSON expressions are not on the fast paths: key kinds %d, %d", rules[0].Key.kind, rules[1].Key.kind)
+	}
+	w, err := rules[0].Wire(attrs{"plan": "pro"})
+	if err != nil || fmtWire(w) != "[1 100000 100]" {
+		t.Errorf("Wire = %v, %v", w, err)
+	}
+	req, err := cfg.Scenarios[0].Traffic[0].Render(3)
+	if err != nil || req["user"] != "u3" || req["ip"] != "192.0.2.3" {
+		t.Errorf("Render = %v, %v", req, err)
+	}
+}
