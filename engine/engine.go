@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -159,6 +160,9 @@ type RuleResult struct {
 	// (capacity × period / rate), 0 for concurrency.
 	Window time.Duration
 	Key    string // the Redis key
+
+	evaluated bool
+	cost      int64 // what this request asked of the rule
 }
 
 type heldLease struct {
@@ -350,6 +354,7 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 		d.Rules[i] = RuleResult{
 			Policy: rules[i].policy.Name, Rule: rules[i].rule.Name, Algorithm: rules[i].call.Algorithm.Name,
 			Shadow: rules[i].call.Shadow, Allowed: true, Key: rules[i].call.Key, Window: window(&rules[i].call),
+			cost: rules[i].call.Cost,
 		}
 	}
 	if len(rules) == 0 {
@@ -371,6 +376,7 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 		local bool
 	}
 	var done []charged
+	evaluated := 0 // rules of the groups run so far; later groups are not run after a denial
 	for _, g := range e.groups(rules) {
 		call := algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime, Rules: make([]algorithms.Rule, len(g.idx))}
 		if g.client {
@@ -387,6 +393,8 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 			d.Source, d.Err = src, ferr
 		}
 		for k, i := range g.idx {
+			evaluated++
+			d.Rules[i].evaluated = true
 			rr := &d.Rules[i]
 			res := rep.Rules[k]
 			rr.Allowed, rr.Limit, rr.Remaining = res.Allowed, res.Limit, res.Remaining
@@ -418,6 +426,10 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 			}
 		}
 		d.held = nil
+		if evaluated < len(d.Rules) {
+			// Slot groups after the denying one never ran: leave their rules out.
+			d.Rules = slices.DeleteFunc(d.Rules, func(r RuleResult) bool { return !r.evaluated })
+		}
 		for i := range d.Rules {
 			rr := &d.Rules[i]
 			if !rr.Allowed && !rr.Shadow {
@@ -436,7 +448,7 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 			for i := range d.Rules {
 				rr := d.Rules[i]
 				if !rr.Allowed && !rr.Shadow && rr.RetryAfter > 0 && rr.Algorithm != "concurrency" {
-					e.cache.store(rr, rules[i].call.Cost, sent)
+					e.cache.store(rr, rr.cost, sent)
 				}
 			}
 		}
