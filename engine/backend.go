@@ -21,7 +21,8 @@ type Backend interface {
 
 // Redis is a Backend on a go-redis client: standalone, Sentinel or Cluster. It calls
 // EVALSHA and, when the server does not know the script (NOSCRIPT: a restart, a failover,
-// SCRIPT FLUSH), loads it and retries once.
+// SCRIPT FLUSH), sends the script itself with EVAL, which runs it and caches it again, so
+// even a flush racing with the call is invisible to the caller.
 type Redis struct {
 	c redis.Scripter
 }
@@ -40,10 +41,7 @@ func (r *Redis) Eval(ctx context.Context, s *algorithms.Script, keys, argv []str
 	if err == nil || !isNoScript(err) {
 		return v, err
 	}
-	if err := r.c.ScriptLoad(ctx, s.Source).Err(); err != nil {
-		return nil, err
-	}
-	return r.c.EvalSha(ctx, s.SHA1, keys, args...).Result()
+	return r.c.Eval(ctx, s.Source, keys, args...).Result()
 }
 
 // Del implements Backend. On a cluster, keys of different slots are deleted one by one.

@@ -6,12 +6,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/luahost"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) {
+	// go-redis logs every failed dial; the failure tests kill servers on purpose.
+	redis.SetLogger(quietLogger{})
+	os.Exit(redistest.Main(m))
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 func gcraCall(key string, now int64) *algorithms.Call {
 	g, _ := algorithms.Lookup("gcra")
