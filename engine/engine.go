@@ -52,7 +52,9 @@ type Hooks struct {
 type Option func(*Engine)
 
 // WithTimeout sets the decision deadline for a backend call (default 50ms): a hung Redis
-// never holds a caller longer; a call past it counts as a backend failure.
+// never holds a caller longer; a call past it counts as a backend failure. It does not apply
+// to the in-process Local backend, which cannot hang on a network and whose runaway
+// scripts luahost's own script timeout stops.
 func WithTimeout(d time.Duration) Option { return func(e *Engine) { e.timeout = d } }
 
 // WithClock sets the clock of client-clock policies, the deny cache and the breaker
@@ -578,7 +580,7 @@ func (e *Engine) run(ctx context.Context, b Backend, c *algorithms.Call) (algori
 	if err != nil {
 		return algorithms.Reply{}, fmt.Errorf("%w: %v", ErrRequest, err)
 	}
-	if e.timeout > 0 {
+	if _, inProcess := b.(*Local); e.timeout > 0 && !inProcess {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, e.timeout)
 		defer cancel()
