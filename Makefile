@@ -7,7 +7,7 @@ SHELL := /bin/bash
 # Fuzz targets run by `make fuzz`, as space-separated pkg:FuzzName pairs with pkg
 # relative to the repository root, e.g. internal/policy:FuzzParse.
 FUZZ_TARGETS ?= algorithms:FuzzTrace dsl:FuzzLoad dsl:FuzzFormat httplimit:FuzzHeaders
-FUZZTIME ?= 10s
+FUZZTIME ?= 15s
 
 .PHONY: test redis-deps vet race differential fuzz bench build
 # Run the prerequisites of test one after another, in order, even under -j.
