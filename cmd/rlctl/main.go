@@ -1,8 +1,10 @@
-// Command rlctl checks, formats and explains rlctl rate-limit policies.
+// Command rlctl checks, formats, explains, simulates and verifies rlctl rate-limit policies.
 //
 //	rlctl validate FILE|DIR...     check policies; diagnostics with source snippets
 //	rlctl fmt [-check] [-diff] FILE...
 //	rlctl compile [-json] FILE|DIR...
+//	rlctl simulate [-scenario NAME] [-seed N] [-trace FILE] [-json] [-check] [-plot out.svg] FILE|DIR...
+//	rlctl verify [-budget N] [-duration D] [-seed N] [-strict] [-json] FILE|DIR...
 //	rlctl version
 //	rlctl help [COMMAND]
 //
@@ -42,7 +44,7 @@ var errFailed = errors.New("failed")
 var commands []*command
 
 func init() {
-	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdVersion, cmdHelp}
+	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdVersion, cmdHelp}
 }
 
 func main() {
@@ -97,7 +99,7 @@ func closest(name string) string {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintf(w, "rlctl checks, formats and explains rate-limit policies.\n\nusage: rlctl COMMAND [ARGS]\n\ncommands:\n")
+	fmt.Fprintf(w, "rlctl checks, formats, explains, simulates and verifies rate-limit policies.\n\nusage: rlctl COMMAND [ARGS]\n\ncommands:\n")
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.short)
 	}

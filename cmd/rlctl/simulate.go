@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/verify"
+)
+
+var cmdSimulate = &command{
+	name:  "simulate",
+	args:  "[-scenario NAME] [-seed N] [-trace FILE] [-json] [-check] [-plot OUT.svg] FILE|DIR...",
+	short: "run a policy's scenarios on a virtual clock and report",
+	long: `Simulate runs scenarios through the engine's real Lua script, in process, on a virtual
+clock: no Redis, no waiting. Each scenario's traffic is generated from its seed, so the
+same files and seed always give the same report.
+
+For each scenario it reports, per traffic source, the requests sent, allowed and denied and
+which rule denied them; per rule, its keys, denials, the worst key (the most allowed in
+one window, or in flight, against the limit) and how often retrying at the advised
+retry-after would have passed; whether each expectation holds; and a timeline of allowed
+and denied requests.
+
+Flags:
+  -scenario NAME  run only this scenario (default: every scenario in the files)
+  -seed N         replace the scenarios' seed
+  -trace FILE     replay recorded traffic (JSON Lines or CSV, see below) instead of the
+                  scenario's; with -scenario, that scenario's policy and expectations
+                  apply, otherwise every policy in the files does
+  -json           print each report as one line of JSON instead of text
+  -check          exit 1 when an expectation fails
+  -plot OUT.svg   draw allowed, denied and the limit over time as an SVG image (with
+                  several scenarios, OUT-<scenario>.svg each)
+
+A trace has one request per line: JSON Lines such as
+  {"t": "2026-03-01T12:00:00.25Z", "source": "bot", "attrs": {"ip": "203.0.113.7"}}
+  {"t": "1.5s", "attrs": {"ip": "198.51.100.4", "path": "/login"}}
+(t: an RFC 3339 timestamp or an offset; source: the traffic it counts as), or CSV with a
+header row, a t, time, timestamp or ts column, and one column per attribute.
+
+Exit status: 0 done, 1 invalid policies, a failed run, or (with -check) a failed
+expectation, 2 usage error.
+`,
+	run: runSimulate,
+}
+
+func runSimulate(e *env, args []string) error {
+	fs := flags("simulate")
+	scenario := fs.String("scenario", "", "")
+	seed := fs.Int64("seed", 0, "")
+	tracePath := fs.String("trace", "", "")
+	asJSON := fs.Bool("json", false, "")
+	check := fs.Bool("check", false, "")
+	plot := fs.String("plot", "", "")
+	if err := parse(e, fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errUsage
+	}
+	var opts []verify.Option
+	if isSet(fs, "seed") {
+		if *seed < 0 {
+			fmt.Fprintf(e.stderr, "rlctl: error: -seed %d is negative\n", *seed)
+			return errUsage
+		}
+		opts = append(opts, verify.WithSeed(*seed))
+	}
+	cfg, _ := load(e, fs.Args())
+	if cfg == nil {
+		return errFailed
+	}
+	if *tracePath != "" {
+		tr, err := readTrace(*tracePath)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, verify.WithTrace(tr))
+	}
+	scenarios, err := pickScenarios(e, cfg, *scenario, *tracePath != "")
+	if err != nil {
+		return err
+	}
+	var reports []*verify.Report
+	for _, s := range scenarios {
+		o := opts
+		if e.color && !*asJSON {
+			o = append(slices.Clone(opts), verify.WithProgress(progress(e, s)))
+		}
+		r, err := verify.Simulate(cfg, s, o...)
+		if e.color && !*asJSON {
+			fmt.Fprint(e.stderr, "\r\033[K")
+		}
+		if err != nil {
+			name := "the trace"
+			if s != nil {
+				name = fmt.Sprintf("scenario %q", s.Name)
+			}
+			return fmt.Errorf("simulating %s: %w", name, err)
+		}
+		reports = append(reports, r)
+	}
+	out := bufio.NewWriter(e.stdout)
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	for i, r := range reports {
+		if *asJSON {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+			continue
+		}
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		if err := r.WriteText(out); err != nil {
+			return err
+		}
+	}
+	if err := out.Flush(); err != nil {
+		return err
+	}
+	if *plot != "" {
+		for _, r := range reports {
+			path := *plot
+			if len(reports) > 1 {
+				ext := filepath.Ext(path)
+				path = strings.TrimSuffix(path, ext) + "-" + r.Scenario + ext
+			}
+			if err := writeOutput(path, r.WriteSVG); err != nil {
+				return err
+			}
+		}
+	}
+	failed := 0
+	for _, r := range reports {
+		failed += len(r.Failed())
+	}
+	if failed > 0 && *check {
+		fmt.Fprintf(e.stderr, "rlctl: error: %d %s failed\n", failed, plural(failed, "expectation", "expectations"))
+		return errFailed
+	}
+	return nil
+}
+
+// isSet reports whether flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// pickScenarios returns the scenarios to run: the named one, or all of them. With a trace
+// and no name it returns one nil scenario: replay against every policy.
+func pickScenarios(e *env, cfg *dsl.Config, name string, trace bool) ([]*dsl.Scenario, error) {
+	if name != "" {
+		var names []string
+		for _, s := range cfg.Scenarios {
+			if s.Name == name {
+				return []*dsl.Scenario{s}, nil
+			}
+			names = append(names, s.Name)
+		}
+		fmt.Fprintf(e.stderr, "rlctl: error: no scenario named %q\n", name)
+		if len(names) > 0 {
+			fmt.Fprintf(e.stderr, "rlctl: hint: the scenarios are %s\n", strings.Join(names, ", "))
+		}
+		return nil, errFailed
+	}
+	if trace {
+		return []*dsl.Scenario{nil}, nil
+	}
+	if len(cfg.Scenarios) == 0 {
+		fmt.Fprintf(e.stderr, "rlctl: error: the files declare no scenario\n")
+		fmt.Fprintf(e.stderr, "rlctl: hint: add a scenario block (see 'rlctl help simulate'), or replay recorded traffic with -trace FILE\n")
+		return nil, errFailed
+	}
+	return cfg.Scenarios, nil
+}
+
+func readTrace(path string) (*verify.Trace, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return verify.ReadTrace(f, path)
+}
+
+// writeOutput writes a file through write, removing it when write fails.
+func writeOutput(path string, write func(w io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
+
+// progress returns a progress callback that redraws one line on stderr (a terminal).
+func progress(e *env, s *dsl.Scenario) func(done, total time.Duration) {
+	name := "trace"
+	if s != nil {
+		name = s.Name
+	}
+	return func(done, total time.Duration) {
+		p := 100.0
+		if total > 0 {
+			p = 100 * float64(done) / float64(total)
+		}
+		fmt.Fprintf(e.stderr, "\r\033[Krlctl: simulating %s: %3.0f%% of %s", name, p, total)
+	}
+}

@@ -1,0 +1,453 @@
+package verify
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/engine"
+)
+
+// Status is a property's verdict.
+type Status int
+
+const (
+	// Pass: the property held on every generated trace.
+	Pass Status = iota
+	// Skip: the property does not apply (a plugin with no limit statement, parameters no
+	// request gives).
+	Skip
+	// Note: a finding that is expected and explains the design, such as the race found when
+	// an algorithm's commands run without the script's atomicity.
+	Note
+	// Warn: the exact statement fails within the algorithm's documented bound, such as
+	// fixed_window's boundary burst.
+	Warn
+	// Fail: the property is broken.
+	Fail
+)
+
+func (s Status) String() string {
+	return [...]string{"pass", "skip", "note", "WARN", "FAIL"}[s]
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s Status) MarshalText() ([]byte, error) { return []byte(strings.ToLower(s.String())), nil }
+
+// Result is one property of one rule (or of a whole policy, when Rule is "").
+type Result struct {
+	Policy    string `json:"policy"`
+	Rule      string `json:"rule,omitempty"`
+	Algorithm string `json:"algorithm,omitempty"`
+	Params    string `json:"params,omitempty"` // the parameter values checked
+	Property  string `json:"property"`
+	Status    Status `json:"status"`
+	Statement string `json:"statement"` // what was checked
+	Detail    string `json:"detail"`    // what was found
+	Calls     int    `json:"calls"`     // script calls made
+	// Counterexample is a shrunk trace that breaks the property (Fail, Warn, Note).
+	Counterexample *Counterexample `json:"counterexample,omitempty"`
+}
+
+// Counterexample is a shrunk trace: replaying its steps in order on a fresh host breaks
+// the property again. Times are offsets from midnight UTC (Epoch), so window boundaries
+// fall on round offsets.
+type Counterexample struct {
+	// Original is the size of the trace before shrinking, in Unit: "requests" (a trace),
+	// "clients" (a race of commands) or "rounds" (a race of requests).
+	Original int           `json:"original"`
+	Unit     string        `json:"unit"`
+	Steps    []CounterStep `json:"steps"`
+}
+
+// CounterStep is one step of a counterexample.
+type CounterStep struct {
+	At      time.Duration `json:"at_ns"`
+	Client  int           `json:"client,omitempty"` // which client, in race traces (1-based)
+	Request string        `json:"request"`          // "cost 5", "release lease-3", "ZCOUNT", …
+	Result  string        `json:"result"`
+	Mark    bool          `json:"mark,omitempty"` // part of the breach
+}
+
+// Findings are the results of Check.
+type Findings struct {
+	Seed    int64    `json:"seed"`
+	Budget  int      `json:"budget"`
+	Calls   int      `json:"calls"` // engine-script calls made in all
+	Results []Result `json:"results"`
+}
+
+// Count returns how many results have status st.
+func (f *Findings) Count(st Status) int {
+	n := 0
+	for _, r := range f.Results {
+		if r.Status == st {
+			n++
+		}
+	}
+	return n
+}
+
+// DefaultBudget is the number of requests Check generates per rule for the single-rule
+// properties, and again for its races.
+const DefaultBudget = 3000
+
+// WithBudget sets how many requests Check generates per rule (default DefaultBudget).
+func WithBudget(n int) Option { return func(o *options) { o.budget = n } }
+
+// WithDuration sets the virtual time each generated trace covers (default: eight of the
+// rule's windows, refill times or lease TTLs).
+func WithDuration(d time.Duration) Option { return func(o *options) { o.duration = d } }
+
+// WithClients sets the most clients of a race (default 6).
+func WithClients(n int) Option { return func(o *options) { o.clients = n } }
+
+// maxSteps is the length of one generated trace; with WithDuration, traces run for the
+// duration, up to maxLongSteps.
+const (
+	maxSteps     = 120
+	maxLongSteps = 1000
+)
+
+// steps is the most steps the next trace may take with left of the budget.
+func (c *checker) steps(left int) int {
+	if c.o.duration > 0 {
+		return min(maxLongSteps, left)
+	}
+	return min(maxSteps, left)
+}
+
+// Check proves the properties of every rule of every policy in cfg on adversarial
+// traffic, running the engine script cfg compiles to on luahost under a virtual clock.
+//
+// For each rule, and for each distinct set of parameter values its expressions give to
+// the requests of cfg's scenarios (or to an empty request), it generates traces of
+// requests to one key (see genRule) and checks: limit (the algorithm's statement, see
+// spec), retry-after, atomicity of single requests, expiry and determinism; and it runs
+// the rule's algorithm with its commands interleaved across concurrent clients (race at
+// redis.call granularity). For each policy it checks the atomicity of the stack and
+// races of whole requests at script granularity, and, when the policy has several rules
+// and no shard, the cluster path that runs one call per rule and refunds on a later
+// denial. Every failure comes with a shrunk counterexample. The same cfg, seed and budget
+// give the same findings.
+func Check(cfg *dsl.Config, opts ...Option) (*Findings, error) {
+	o := options{seed: 1, budget: DefaultBudget, clients: 6}
+	for _, f := range opts {
+		f(&o)
+	}
+	c, err := newChecker(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	f := &Findings{Seed: o.seed, Budget: o.budget}
+	for _, p := range cfg.Policies {
+		var stack []stackRule
+		for _, ru := range p.Rules {
+			sets, err := paramSets(cfg, p, ru)
+			if len(sets) == 0 {
+				f.Results = append(f.Results, Result{Policy: p.Name, Rule: ru.Name, Algorithm: ru.Algorithm.Name, Property: "*", Status: Skip,
+					Detail: fmt.Sprintf("no parameter values to check: %v. Add a scenario whose traffic this rule applies to.", err)})
+				continue
+			}
+			for i, w := range sets {
+				sub := newSubject(ru.Algorithm, w, fmt.Sprintf("rl:verify:%s:%s:%d", p.Name, ru.Name, i))
+				if i == 0 {
+					stack = append(stack, stackRule{sub: sub, shadow: ru.Shadow, name: ru.Name})
+				}
+				res, err := c.rule(p, ru, sub)
+				if err != nil {
+					return nil, fmt.Errorf("verify: policy %q rule %q: %w", p.Name, ru.Name, err)
+				}
+				f.Results = append(f.Results, res...)
+			}
+		}
+		if len(stack) > 0 {
+			res, err := c.policy(p, stack)
+			if err != nil {
+				return nil, fmt.Errorf("verify: policy %q: %w", p.Name, err)
+			}
+			f.Results = append(f.Results, res...)
+		}
+	}
+	f.Calls = c.calls
+	return f, nil
+}
+
+// checker holds what Check shares across rules.
+type checker struct {
+	o       options
+	calls   int  // script calls made, for Findings.Calls
+	g       *rig // the host traces run on, reused
+	script  *algorithms.Script
+	harness *harness
+	cfg     *dsl.Config
+}
+
+// rig returns the checker's host, emptied.
+func (c *checker) rig() (*rig, error) {
+	if c.g == nil {
+		g, err := newRig(c.script)
+		if err != nil {
+			return nil, err
+		}
+		c.g = g
+	}
+	return c.g, c.g.reset()
+}
+
+func newChecker(cfg *dsl.Config, o options) (*checker, error) {
+	o.budget = max(o.budget, 1)
+	o.clients = max(o.clients, 2)
+	plan, err := engine.Compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := &checker{o: o, script: plan.Script(), cfg: cfg}
+	if c.harness, err = newHarness(c.script); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// maxParamSets bounds the parameter sets checked per rule.
+const maxParamSets = 3
+
+// paramSets returns the distinct wire parameters rule ru takes for the requests of cfg's
+// scenarios of policy p (a few clients of each traffic block) and for an empty request,
+// in that order; err says why there are none.
+func paramSets(cfg *dsl.Config, p *dsl.Policy, ru *dsl.Rule) ([][]int64, error) {
+	var reqs []dsl.Request
+	for _, s := range cfg.Scenarios {
+		if s.Policy != p.Name {
+			continue
+		}
+		for _, t := range s.Traffic {
+			for c := range min(t.Clients, 4) {
+				if m, err := t.Render(c); err == nil {
+					reqs = append(reqs, engine.Attrs(m))
+				}
+			}
+		}
+	}
+	reqs = append(reqs, engine.Attrs{})
+	var sets [][]int64
+	var lastErr error
+	for _, r := range reqs {
+		w, err := ru.Wire(r)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if !slices.ContainsFunc(sets, func(s []int64) bool { return slices.Equal(s, w) }) {
+			sets = append(sets, slices.Clone(w))
+		}
+		if len(sets) == maxParamSets {
+			break
+		}
+	}
+	return sets, lastErr
+}
+
+// rng returns the random stream of one check, from the seed and what it checks.
+func (c *checker) rng(parts ...string) *rand.Rand {
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return rand.New(rand.NewPCG(uint64(c.o.seed), h.Sum64()))
+}
+
+// span is the virtual time a trace of sub covers.
+func (c *checker) span(sub *subject) int64 {
+	if c.o.duration > 0 {
+		return c.o.duration.Microseconds()
+	}
+	return 8 * max(sub.spec.window, 1)
+}
+
+// ruleFinding accumulates one property's verdict over a rule's traces.
+type ruleFinding struct {
+	prop, stmt string
+	v          *violation
+	steps      []step // the trace that shows v
+	ce         *Counterexample
+}
+
+// rule checks the single-rule properties of sub.
+func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, error) {
+	params := describeParams(sub.alg, sub.params)
+	rng := c.rng(p.Name, ru.Name, params)
+	props := []*ruleFinding{
+		{prop: PropLimit, stmt: sub.spec.statement()},
+		{prop: PropRetryAfter, stmt: stmtRetry},
+		{prop: PropAtomicity, stmt: stmtAtom1},
+		{prop: PropExpiry, stmt: stmtExp},
+	}
+	checks := []func(g *rig, steps []step, res []result) *violation{
+		func(_ *rig, steps []step, res []result) *violation { return checkLimit(sub, steps, res) },
+		func(_ *rig, steps []step, res []result) *violation { return checkRetry(sub, steps, res) },
+		func(_ *rig, steps []step, res []result) *violation { return checkAtomic1(steps, res) },
+		func(g *rig, steps []step, res []result) *violation { return checkExpiry(sub, g, steps, res) },
+	}
+	calls, traces := 0, 0
+	var first []step
+	for calls < c.o.budget {
+		g, err := c.rig()
+		if err != nil {
+			return nil, err
+		}
+		steps, res, err := genRule(rng, sub, g, c.span(sub), c.steps(c.o.budget-calls))
+		if err != nil {
+			return nil, err
+		}
+		calls += g.calls
+		c.calls += g.calls
+		traces++
+		if first == nil {
+			first = steps
+		}
+		for k, pf := range props {
+			if pf.v != nil && pf.v.status == Fail {
+				continue
+			}
+			if v := checks[k](g, steps, res); v != nil && worse(v, pf.v) {
+				pf.v, pf.steps = v, steps
+			}
+		}
+	}
+	// Shrink each property's worst trace against "breaks it at least as badly".
+	for k, pf := range props {
+		if pf.v == nil {
+			continue
+		}
+		want := pf.v
+		fails := func(try []step) bool {
+			res, g, err := sub.run(c.g, try)
+			if err != nil {
+				return false
+			}
+			c.calls += g.calls
+			v := checks[k](g, try, res)
+			return v != nil && !worse(want, v)
+		}
+		small := shrinkSteps(pf.steps, fails)
+		res, g, err := sub.run(c.g, small)
+		if err != nil {
+			return nil, err
+		}
+		pf.v = checks[k](g, small, res)
+		pf.ce = sub.counterexample(small, res, pf.v.mark, len(pf.steps))
+	}
+	var out []Result
+	for _, pf := range props {
+		r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: pf.prop, Statement: pf.stmt, Calls: calls}
+		switch {
+		case pf.prop == PropLimit && sub.spec.kind == boundNone:
+			r.Status = Skip
+			r.Detail = "the algorithm states no limit verify knows: name a plugin's parameters limit and window, capacity (or burst) and rate, or max, ttl and a lease"
+		case pf.v == nil:
+			r.Status = Pass
+			r.Detail = fmt.Sprintf("held on %d traces, %d requests", traces, calls)
+		default:
+			r.Status = pf.v.status
+			r.Detail = pf.v.msg
+			r.Counterexample = pf.ce
+		}
+		out = append(out, r)
+	}
+	out = append(out, c.determinism(p, ru, sub, params, first))
+	race, err := c.commandRace(p, ru, sub, params)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, race), nil
+}
+
+// worse reports whether v is a worse breach than w (nil: none): a higher status, or the
+// same status with a larger score, or the same score over a shorter span.
+func worse(v, w *violation) bool {
+	if w == nil {
+		return true
+	}
+	if v.status != w.status {
+		return v.status > w.status
+	}
+	if v.score != w.score {
+		return v.score > w.score
+	}
+	return v.span < w.span
+}
+
+// determinism reruns a trace on two fresh hosts and compares everything.
+func (c *checker) determinism(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string, steps []step) Result {
+	r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: PropDeterminism, Statement: stmtDet, Calls: 2 * len(steps)}
+	run := func() ([]result, error) {
+		g, err := newRig(c.script)
+		if err != nil {
+			return nil, err
+		}
+		res, _, err := sub.run(g, steps)
+		c.calls += g.calls
+		return res, err
+	}
+	a, errA := run()
+	b, errB := run()
+	switch {
+	case errA != nil || errB != nil:
+		r.Status, r.Detail = Fail, fmt.Sprintf("a run failed: %v %v", errA, errB)
+	default:
+		if i := sameResults(a, b); i >= 0 {
+			r.Status = Fail
+			r.Detail = fmt.Sprintf("step %d differs between two runs: %+v then %+v", i+1, a[i], b[i])
+			r.Counterexample = sub.counterexample(steps[:i+1], a[:i+1], []int{i}, len(steps))
+		} else {
+			r.Detail = fmt.Sprintf("%d requests, identical replies and state", len(steps))
+		}
+	}
+	return r
+}
+
+// counterexample renders a single-rule trace.
+func (s *subject) counterexample(steps []step, res []result, mark []int, original int) *Counterexample {
+	ce := &Counterexample{Original: original, Unit: "requests"}
+	for i, st := range steps {
+		cs := CounterStep{At: time.Duration(st.at) * time.Microsecond, Mark: slices.Contains(mark, i)}
+		if st.release {
+			cs.Request = "release " + leaseID(st.lease)
+			cs.Result = "released"
+		} else {
+			cs.Request = fmt.Sprintf("cost %d", st.cost)
+			if s.lease >= 0 {
+				cs.Request += " " + leaseID(st.lease)
+			}
+			cs.Result = resultText(res[i].allowed, res[i].rr)
+		}
+		ce.Steps = append(ce.Steps, cs)
+	}
+	return ce
+}
+
+func resultText(allowed bool, rr algorithms.RuleResult) string {
+	if allowed {
+		return fmt.Sprintf("allowed, remaining %d, reset-after %s", rr.Remaining, fmtUS(rr.ResetAfter))
+	}
+	return fmt.Sprintf("denied, retry-after %s, remaining %d", retryText(rr.RetryAfter), rr.Remaining)
+}
+
+// JSON returns the findings as indented JSON.
+func (f *Findings) JSON() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	err := enc.Encode(f)
+	return b.Bytes(), err
+}

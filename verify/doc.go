@@ -1,0 +1,55 @@
+// Package verify proves rate-limit policies offline. It runs the engine's real Lua script
+// — the one production sends to Redis — on luahost under a virtual clock (TIME answers
+// it, TTLs expire by it), so minutes of traffic take a second and every run repeats
+// exactly.
+//
+// # Simulate
+//
+// [Simulate] runs a scenario (a policy file's scenario block) through the engine: each
+// client of each traffic block generates arrivals by its pattern (constant, poisson,
+// burst, ramp, edge; see dsl.Traffic), merged in time order; Poisson draws come from the
+// scenario's seed. The [Report] counts, per traffic source, the requests sent, allowed and
+// denied and the rule that denied them; per rule, its keys, its worst key (the most cost
+// allowed in one window, or leases in flight, against the limit and the algorithm's
+// documented bound), and how often a retry at the advised retry-after would have passed;
+// a timeline; and each expectation's verdict (a Report is the dsl.Outcome expectations
+// are checked against). [ReadTrace] reads recorded traffic (JSON Lines or CSV) for
+// [WithTrace] to replay instead.
+//
+// # Check
+//
+// [Check] proves properties of every rule of a configuration, built-in algorithms and
+// plugins alike, on generated adversarial traffic: bursts at one instant and straddling
+// window boundaries, retries exactly at and 1µs before the advised retry-after, costs of
+// 0, 1, the capacity and above it, idle gaps past every TTL, lease releases, and
+// concurrent clients. Per rule:
+//
+//   - limit: the algorithm's statement (see [Result].Statement). sliding_log: in every
+//     interval shorter than the window, at most limit; token_bucket, leaky_bucket and gcra:
+//     in every interval of length T, at most capacity + T·rate/period; concurrency: at most
+//     max leases held at once. fixed_window and sliding_window are held to the sliding
+//     statement and reported as [Warn] when they exceed it within their documented 2×
+//     (fixed_window's boundary burst), [Fail] beyond it.
+//   - retry-after: sound (the same request is denied at every earlier instant) and
+//     sufficient (it passes at the advised instant), with nothing in between; -1 exactly
+//     when the cost exceeds the limit.
+//   - atomicity: a denied request and a peek change nothing.
+//   - expiry: no key outlives the last reset-after.
+//   - determinism: a trace run twice on fresh hosts gives identical replies and state.
+//   - race (redis.call): the algorithm run without the script's atomicity — each
+//     client's check and commit a coroutine yielding before every Redis command, clients
+//     interleaved command by command — is shown breaking the limit ([Note]): the reason
+//     every request is one script call.
+//
+// Per policy: atomicity of the stack (allowed exactly when every enforcing rule allows;
+// a denial changes no rule's key), race (concurrent requests, each one call, in seeded
+// random and adversarial orders) and race (cluster) (one call per rule with refunds on a
+// later denial, as the engine runs a policy without a shard on Redis Cluster).
+//
+// A failure comes with a [Counterexample] shrunk to the few requests that show it, with
+// exact times; the same configuration, seed and budget give the same findings.
+//
+// A plugin's limit statement is read from its parameter names: limit and window (a
+// window algorithm), capacity or burst and rate (a rate algorithm), max, ttl and a lease
+// (a concurrency limit).
+package verify

@@ -1,0 +1,598 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/luahost"
+)
+
+// Epoch is the virtual instant a simulation starts at when it replays no trace with
+// absolute timestamps: midnight UTC, so windows of any length that divides a day start
+// with the scenario.
+var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Option configures Simulate and Check; each ignores the options that do not concern it.
+type Option func(*options)
+
+type options struct {
+	seed     int64
+	seedSet  bool
+	trace    *Trace
+	progress func(done, total time.Duration)
+	budget   int
+	duration time.Duration
+	clients  int
+	observe  func(at time.Time, source string, attrs map[string]string, d *engine.Decision)
+}
+
+// WithSeed replaces the scenario's seed (Simulate) or the default seed 1 (Check).
+func WithSeed(seed int64) Option { return func(o *options) { o.seed, o.seedSet = seed, true } }
+
+// WithTrace makes Simulate replay t instead of the scenario's traffic.
+func WithTrace(t *Trace) Option { return func(o *options) { o.trace = t } }
+
+// WithProgress makes Simulate call f now and then with the virtual time simulated so far
+// and the total; f runs on Simulate's goroutine.
+func WithProgress(f func(done, total time.Duration)) Option {
+	return func(o *options) { o.progress = f }
+}
+
+// WithObserver makes Simulate call f with every decision of a request, in the order they
+// are made (probes and releases excluded). f must not modify d or attrs.
+func WithObserver(f func(at time.Time, source string, attrs map[string]string, d *engine.Decision)) Option {
+	return func(o *options) { o.observe = f }
+}
+
+// Simulate runs a scenario's traffic through the real engine on luahost under a virtual
+// clock and reports what happened. The engine script runs unchanged: TIME answers the
+// virtual clock, TTLs expire by it, client-clock policies read it. Only the scenario's
+// policy (and the configuration's plugins) is in the plan, so other policies in the same
+// files do not interfere.
+//
+// Arrivals are generated per client and merged in time order (see dsl.Traffic for the
+// patterns); random choices draw from the scenario's seed, so the same configuration and
+// seed give the same report, byte for byte. A request with a hold releases what it holds
+// (concurrency leases) hold after it was allowed. Every denial with a finite retry-after
+// is probed at the advised instant with a peek (which charges nothing), to measure whether
+// retrying then would have passed.
+//
+// With WithTrace the trace's records are the traffic, each counted under its source; the
+// scenario, when not nil, selects the policy and supplies the expectations. With a trace
+// and a nil scenario, every policy of cfg applies, as in production.
+//
+// Simulate fails on a request the policy cannot evaluate, on a script error, and on any
+// backend failure (the simulation never degrades to an on_error mode).
+func Simulate(cfg *dsl.Config, s *dsl.Scenario, opts ...Option) (*Report, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	if s == nil && o.trace == nil {
+		return nil, errors.New("verify: Simulate needs a scenario or a trace")
+	}
+	if o.trace != nil && len(o.trace.Arrivals) == 0 {
+		return nil, errors.New("verify: the trace has no requests")
+	}
+	sub := cfg
+	r := &Report{allowedAt: map[string][]int64{}, Expect: []ExpectResult{}}
+	if s != nil {
+		p, ok := cfg.Policy(s.Policy)
+		if !ok {
+			return nil, fmt.Errorf("verify: scenario %q: no policy %q", s.Name, s.Policy)
+		}
+		sub = &dsl.Config{Policies: []*dsl.Policy{p}, Plugins: cfg.Plugins, Files: cfg.Files}
+		r.Scenario, r.Seed = s.Name, s.Seed
+	}
+	if o.seedSet {
+		r.Seed = o.seed
+	}
+	for _, p := range sub.Policies {
+		r.Policies = append(r.Policies, p.Name)
+	}
+	plan, err := engine.Compile(sub)
+	if err != nil {
+		return nil, err
+	}
+	sm, err := newSim(plan, sub, r)
+	if err != nil {
+		return nil, err
+	}
+	sm.observe = o.observe
+	if s != nil {
+		sm.policy = sub.Policies[0]
+	}
+	if o.trace != nil {
+		err = sm.addTrace(o.trace)
+	} else {
+		err = sm.addScenario(s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := sm.run(o.progress); err != nil {
+		return nil, err
+	}
+	sm.finish()
+	if s != nil {
+		for _, x := range s.Expect {
+			r.Expect = append(r.Expect, checkExpect(cfg, x, r))
+		}
+	}
+	return r, nil
+}
+
+// checkExpect evaluates one expectation against the report.
+func checkExpect(cfg *dsl.Config, x *dsl.Expect, r *Report) ExpectResult {
+	res := ExpectResult{Name: x.Name, Expr: sourceText(cfg, x.Expr.Range())}
+	ok, err := x.Check(r.Outcome())
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	res.Pass = ok
+	return res
+}
+
+// sourceText returns the source text of rg on one line, or "" when the file is not at
+// hand.
+func sourceText(cfg *dsl.Config, rg hcl.Range) string {
+	f := cfg.Files[rg.Filename]
+	if f == nil || rg.Start.Byte < 0 || rg.End.Byte > len(f.Bytes) || rg.Start.Byte > rg.End.Byte {
+		return ""
+	}
+	return strings.Join(strings.Fields(string(f.Bytes[rg.Start.Byte:rg.End.Byte])), " ")
+}
+
+// sim is one simulation run.
+type sim struct {
+	r      *Report
+	clock  *luahost.ManualClock
+	eng    *engine.Engine
+	origin int64 // µs since the epoch of virtual time 0
+	end    int64 // µs: the duration, for progress and the timeline
+	sched  scheduler
+
+	sources []*source
+	traffic map[string]*trafficState
+	tlist   []*trafficState
+	rules   map[ruleID]*ruleState
+	leases  bool // some rule holds leases: allowed requests must be released
+	bucket  int64
+	observe func(at time.Time, source string, attrs map[string]string, d *engine.Decision)
+	policy  *dsl.Policy // the scenario's
+}
+
+// source is one client of a traffic block (or the replayed trace).
+type source struct {
+	tr     *trafficState
+	t      *dsl.Traffic // nil for a trace
+	client int
+	g      gen
+	attrs  engine.Attrs // cached rendering of the client's request
+	trace  []Arrival
+	next   int // trace: the next record
+	hold   time.Duration
+}
+
+type ruleID struct{ policy, rule string }
+
+type trafficState struct {
+	rep   *TrafficReport
+	times []int64 // allowed instants, for MaxAllowedIn
+	tl    *Series
+}
+
+type ruleState struct {
+	rep   *RuleReport
+	rule  *dsl.Rule
+	keys  map[string]*keyTrack
+	bound func(limit int64) int64 // what the algorithm allows in a window by design
+	lease bool
+}
+
+// pendingReq is a request in flight: released after its hold, probed after its denial.
+type pendingReq struct {
+	tr    *trafficState
+	attrs engine.Attrs
+	n     int64
+	d     *engine.Decision
+	rule  *ruleState // probe: the deciding rule
+}
+
+func newSim(plan *engine.Plan, cfg *dsl.Config, r *Report) (*sim, error) {
+	s := &sim{r: r, traffic: map[string]*trafficState{}, rules: map[ruleID]*ruleState{}}
+	script := plan.Script()
+	s.clock = luahost.NewManualClock(Epoch)
+	host := luahost.New(luahost.WithClock(s.clock), luahost.WithCommands(script.Commands()...))
+	if _, err := host.Load(script.Source); err != nil {
+		return nil, fmt.Errorf("verify: loading the engine script: %w", err)
+	}
+	s.eng = engine.New(engine.NewLocal(host), plan, engine.WithClock(s.clock.Now), engine.WithTimeout(0))
+	for _, p := range cfg.Policies {
+		for _, ru := range p.Rules {
+			rs := &ruleState{
+				rep:   &RuleReport{Policy: p.Name, Rule: ru.Name, Algorithm: ru.Algorithm.Name, Shadow: ru.Shadow},
+				rule:  ru,
+				keys:  map[string]*keyTrack{},
+				bound: designBound(ru.Algorithm),
+				lease: hasLease(ru.Algorithm),
+			}
+			s.leases = s.leases || rs.lease
+			s.rules[ruleID{p.Name, ru.Name}] = rs
+			r.Rules = append(r.Rules, rs.rep)
+		}
+	}
+	return s, nil
+}
+
+func hasLease(a *algorithms.Algorithm) bool {
+	for _, p := range a.Params {
+		if p.Kind == algorithms.Lease {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *sim) trafficFor(name, pattern string, clients int) *trafficState {
+	if ts := s.traffic[name]; ts != nil {
+		return ts
+	}
+	ts := &trafficState{rep: &TrafficReport{Name: name, Pattern: pattern, Clients: clients, DeniedBy: []RuleCount{}}}
+	s.traffic[name] = ts
+	s.tlist = append(s.tlist, ts)
+	s.r.Traffic = append(s.r.Traffic, ts.rep)
+	return ts
+}
+
+// maxCachedClients bounds the clients whose rendered requests are kept between arrivals.
+const maxCachedClients = 4096
+
+func (s *sim) addScenario(sc *dsl.Scenario) error {
+	s.origin = Epoch.UnixMicro()
+	s.end = s.origin + sc.Duration.Microseconds()
+	s.r.Duration = sc.Duration
+	for _, t := range sc.Traffic {
+		ts := s.trafficFor(t.Name, t.Pattern, t.Clients)
+		for c := range t.Clients {
+			src := &source{tr: ts, t: t, client: c, g: newGen(t, s.policy, c, s.origin, s.r.Seed), hold: t.Hold}
+			s.sources = append(s.sources, src)
+			s.schedule(len(s.sources) - 1)
+		}
+	}
+	return nil
+}
+
+func (s *sim) addTrace(tr *Trace) error {
+	start := Epoch
+	if !tr.Start.IsZero() {
+		start = tr.Start
+	}
+	s.clock.Set(start)
+	s.origin = start.UnixMicro()
+	last := tr.Arrivals[len(tr.Arrivals)-1].At
+	s.r.Duration = last
+	s.end = s.origin + last.Microseconds() + 1
+	s.r.Trace = true
+	for _, a := range tr.Arrivals {
+		s.trafficFor(a.Source, "", 0)
+	}
+	s.sources = append(s.sources, &source{trace: tr.Arrivals})
+	s.schedule(0)
+	return nil
+}
+
+// schedule queues source i's next arrival, if any.
+func (s *sim) schedule(i int) {
+	src := s.sources[i]
+	if src.trace != nil {
+		if src.next < len(src.trace) {
+			s.sched.push(&event{at: s.origin + src.trace[src.next].At.Microseconds(), kind: evArrival, src: i, left: 1})
+		}
+		return
+	}
+	if at, n, ok := src.g.next(); ok {
+		s.sched.push(&event{at: at, kind: evArrival, src: i, left: n})
+	}
+}
+
+func (s *sim) run(progress func(done, total time.Duration)) error {
+	ctx := context.Background()
+	s.setupTimeline()
+	total := time.Duration(s.end-s.origin) * time.Microsecond
+	for steps := 0; !s.sched.empty(); steps++ {
+		ev := s.sched.pop()
+		s.clock.Set(time.UnixMicro(ev.at))
+		if progress != nil && steps%8192 == 0 {
+			progress(min(time.Duration(ev.at-s.origin)*time.Microsecond, total), total)
+		}
+		var err error
+		switch ev.kind {
+		case evRelease:
+			s.inflight(ev.req.d, ev.req.attrs, ev.req.n, -1)
+			err = s.eng.Release(ctx, ev.req.d)
+		case evProbe:
+			err = s.probe(ctx, ev.req)
+		case evArrival:
+			err = s.arrive(ctx, ev)
+		}
+		if err != nil {
+			return fmt.Errorf("verify: at %s: %w", time.Duration(ev.at-s.origin)*time.Microsecond, err)
+		}
+	}
+	if progress != nil {
+		progress(total, total)
+	}
+	return nil
+}
+
+func (s *sim) arrive(ctx context.Context, ev *event) error {
+	src := s.sources[ev.src]
+	var attrs engine.Attrs
+	n := int64(1)
+	hold := src.hold
+	ts := src.tr
+	if src.trace != nil {
+		a := &src.trace[src.next]
+		attrs, n, hold, ts = a.Attrs, a.N, a.Hold, s.traffic[a.Source]
+		src.next++
+		s.schedule(ev.src)
+	} else {
+		attrs = src.attrs
+		if attrs == nil {
+			m, err := src.t.Render(src.client)
+			if err != nil {
+				return err
+			}
+			attrs = m
+			if src.t.Clients <= maxCachedClients {
+				src.attrs = attrs
+			}
+		}
+		if ev.left > 1 {
+			ev.left--
+			s.sched.push(ev)
+		} else {
+			s.schedule(ev.src)
+		}
+	}
+	d, err := s.eng.AllowN(ctx, attrs, n)
+	if err != nil {
+		return err
+	}
+	if err := degraded(d); err != nil {
+		return err
+	}
+	s.record(ts, ev.at, attrs, n, d)
+	if s.observe != nil {
+		s.observe(time.UnixMicro(ev.at), ts.rep.Name, attrs, d)
+	}
+	if d.Allowed && s.leases {
+		s.inflight(d, attrs, n, +1)
+		if hold <= 0 {
+			s.inflight(d, attrs, n, -1)
+			return s.eng.Release(ctx, d)
+		}
+		req := &pendingReq{tr: ts, attrs: attrs, n: n, d: d}
+		s.sched.push(&event{at: ev.at + hold.Microseconds(), kind: evRelease, req: req})
+	}
+	return nil
+}
+
+// degraded turns a decision the backend did not make into an error: a simulation must
+// never quietly fall back to an on_error mode.
+func degraded(d *engine.Decision) error {
+	switch d.Source {
+	case engine.FromBackend, engine.FromNoRules:
+		return nil
+	}
+	if d.Err != nil {
+		return fmt.Errorf("the backend failed: %w", d.Err)
+	}
+	return errors.New("the backend failed")
+}
+
+// cost returns what rule charges for a request of n units.
+func (rs *ruleState) cost(attrs engine.Attrs, n int64) int64 {
+	if rs.rule.Cost == nil {
+		return n
+	}
+	c, err := rs.rule.Cost.Int(attrs)
+	if err != nil {
+		return n
+	}
+	return c * n
+}
+
+func (s *sim) rule(rr *engine.RuleResult) *ruleState {
+	return s.rules[ruleID{rr.Policy, rr.Rule}]
+}
+
+// record accounts one decision.
+func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d *engine.Decision) {
+	tr := ts.rep
+	tr.Requests++
+	s.r.Requests++
+	b := (at - s.origin) / s.bucket
+	if d.Source == engine.FromNoRules {
+		tr.Unlimited++
+	}
+	if d.Allowed {
+		tr.Allowed++
+		s.r.Allowed++
+		ts.times = append(ts.times, at)
+		if b >= 0 && int(b) < len(ts.tl.Allowed) {
+			ts.tl.Allowed[b]++
+		}
+	} else {
+		tr.Denied++
+		if b >= 0 && int(b) < len(ts.tl.Denied) {
+			ts.tl.Denied[b]++
+		}
+	}
+	for i := range d.Rules {
+		rr := &d.Rules[i]
+		rs := s.rule(rr)
+		if rs == nil {
+			continue
+		}
+		rep := rs.rep
+		rep.Checked++
+		rep.Limit = max(rep.Limit, rr.Limit)
+		rep.Window = max(rep.Window, rr.Window)
+		if !rr.Allowed {
+			rep.WouldDeny++
+		}
+		kt := rs.keys[rr.Key]
+		if kt == nil {
+			kt = &keyTrack{}
+			rs.keys[rr.Key] = kt
+			rep.Keys++
+		}
+		kt.limit = rr.Limit
+		if i == d.Decider {
+			rep.Denied++
+			tr.addDeniedBy(rr.Policy, rr.Rule)
+			switch {
+			case rr.RetryAfter == engine.Never || d.RetryAfter == engine.Never:
+				tr.Retry.Never++
+				rep.Retry.Never++
+			case d.RetryAfter > 0:
+				tr.Retry.Advised++
+				rep.Retry.Advised++
+				s.sched.push(&event{at: at + d.RetryAfter.Microseconds(), kind: evProbe,
+					req: &pendingReq{tr: ts, attrs: attrs, n: n, rule: rs}})
+			}
+		}
+		if d.Allowed && rr.Window > 0 && !rs.lease {
+			c := rs.cost(attrs, n)
+			if c > 0 {
+				rep.Charged += c
+				sum := kt.add(at, c, rr.Window.Microseconds())
+				rs.peak(rr.Key, sum, kt.limit, at-s.origin, PeakWindow)
+			}
+		} else if d.Allowed {
+			rep.Charged += rs.cost(attrs, n)
+		}
+	}
+}
+
+// inflight counts the leases an allowed request holds (sign +1) or gave back (-1).
+func (s *sim) inflight(d *engine.Decision, attrs engine.Attrs, n int64, sign int64) {
+	for i := range d.Rules {
+		rr := &d.Rules[i]
+		rs := s.rule(rr)
+		if rs == nil || !rs.lease {
+			continue
+		}
+		kt := rs.keys[rr.Key]
+		kt.inflight += sign * rs.cost(attrs, n)
+		if sign > 0 {
+			rs.peak(rr.Key, kt.inflight, kt.limit, s.clock.Now().UnixMicro()-s.origin, PeakInFlight)
+		}
+	}
+}
+
+// probe peeks at a denied request's advised retry instant: would it pass now?
+func (s *sim) probe(ctx context.Context, req *pendingReq) error {
+	d, err := s.eng.Peek(ctx, req.attrs)
+	if err != nil {
+		return err
+	}
+	if err := degraded(d); err != nil {
+		return err
+	}
+	for i := range d.Rules {
+		rr := &d.Rules[i]
+		if rr.Shadow {
+			continue
+		}
+		rs := s.rule(rr)
+		if rs != nil && rr.Remaining < rs.cost(req.attrs, req.n) {
+			return nil
+		}
+	}
+	req.tr.rep.Retry.Honoured++
+	req.rule.rep.Retry.Honoured++
+	return nil
+}
+
+func (tr *TrafficReport) addDeniedBy(policy, rule string) {
+	for i := range tr.DeniedBy {
+		if tr.DeniedBy[i].Policy == policy && tr.DeniedBy[i].Rule == rule {
+			tr.DeniedBy[i].Count++
+			return
+		}
+	}
+	tr.DeniedBy = append(tr.DeniedBy, RuleCount{Policy: policy, Rule: rule, Count: 1})
+}
+
+// keyTrack follows one key of a rule: the charges inside the last window and the leases
+// in flight.
+type keyTrack struct {
+	limit    int64
+	q        []charge
+	head     int
+	sum      int64
+	inflight int64
+}
+
+type charge struct{ at, cost int64 }
+
+// add records a charge at `at` and returns the cost charged in (at-window, at].
+func (k *keyTrack) add(at, cost, window int64) int64 {
+	for k.head < len(k.q) && k.q[k.head].at <= at-window {
+		k.sum -= k.q[k.head].cost
+		k.head++
+	}
+	if k.head >= 64 && 2*k.head >= len(k.q) {
+		k.q = append(k.q[:0], k.q[k.head:]...)
+		k.head = 0
+	}
+	k.q = append(k.q, charge{at, cost})
+	k.sum += cost
+	return k.sum
+}
+
+// peak keeps the rule's worst key: the highest ratio of allowed to limit.
+func (rs *ruleState) peak(key string, allowed, limit, at int64, kind string) {
+	w := rs.rep.Worst
+	if w != nil && (limit <= 0 || allowed*w.Limit <= w.Allowed*limit) {
+		return
+	}
+	rs.rep.Worst = &Peak{Kind: kind, Key: key, Allowed: allowed, Limit: limit, Bound: rs.bound(limit),
+		At: time.Duration(at) * time.Microsecond}
+}
+
+func (s *sim) finish() {
+	for _, ts := range s.tlist {
+		s.r.allowedAt[ts.rep.Name] = ts.times
+	}
+	for _, rep := range s.r.Rules {
+		if rep.Worst != nil && rep.Worst.Kind == PeakWindow {
+			rep.Worst.Window = rep.Window
+		}
+	}
+}
+
+// designBound returns, for a's documented behaviour, the most it allows in one window (or
+// in flight) given its limit: the limit for exact windows and concurrency, twice it for
+// fixed and sliding windows (the boundary burst) and for buckets over their refill time
+// (a full bucket plus a refill); 0 when unknown (plugins).
+func designBound(a *algorithms.Algorithm) func(int64) int64 {
+	switch a.Name {
+	case "sliding_log", "concurrency":
+		return func(l int64) int64 { return l }
+	case "fixed_window", "sliding_window", "token_bucket", "leaky_bucket", "gcra":
+		return func(l int64) int64 { return 2 * l }
+	}
+	return func(int64) int64 { return 0 }
+}

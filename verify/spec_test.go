@@ -1,0 +1,51 @@
+package verify
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// worstRate is the quadratic definition of the rate bound, to check spec.worst's linear
+// scan against.
+func worstRate(s spec, gs []grant) (allowed, bound int64, found bool) {
+	var bestNum, bestDen int64 = 0, 1
+	for i := range gs {
+		var sum int64
+		for j := i; j < len(gs); j++ {
+			sum += gs[j].cost
+			b := s.limit + (gs[j].at-gs[i].at)*s.rate/s.period
+			if sum > b && (!found || sum*bestDen > bestNum*b) {
+				allowed, bound, found = sum, b, true
+				bestNum, bestDen = sum, b
+			}
+		}
+	}
+	return
+}
+
+func TestRateBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 2000 {
+		s := rateSpec(1+rng.Int64N(5), 1+rng.Int64N(3), 1+rng.Int64N(100))
+		var gs []grant
+		var at int64
+		for range rng.IntN(12) {
+			at += rng.Int64N(60)
+			gs = append(gs, grant{at: at, cost: 1 + rng.Int64N(3), endStep: -1})
+		}
+		e := s.worst(gs, 1)
+		_, _, found := worstRate(s, gs)
+		if found != (e != nil) {
+			t.Fatalf("case %d: %+v %+v: linear found %v, quadratic %v", n, s, gs, e, found)
+		}
+		if e != nil {
+			var sum int64
+			for k := e.from; k <= e.to; k++ {
+				sum += gs[k].cost
+			}
+			if sum != e.allowed || e.allowed <= e.bound || e.bound != s.limit+(gs[e.to].at-gs[e.from].at)*s.rate/s.period {
+				t.Fatalf("case %d: excess %+v inconsistent with %+v", n, e, gs)
+			}
+		}
+	}
+}
