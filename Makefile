@@ -45,7 +45,8 @@ fuzz:
 	done
 
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem ./...
+	$(GO) test -run='^$$' -bench='BenchmarkLuahost|BenchmarkAllow|BenchmarkMiddleware|BenchmarkSimulate' -benchmem ./algorithms ./engine ./httplimit ./verify
+	cd bench && $(GO) run ./cmd/sidebyside
 
 build:
 	$(GO) build ./...

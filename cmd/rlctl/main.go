@@ -5,6 +5,7 @@
 //	rlctl compile [-json] FILE|DIR...
 //	rlctl simulate [-scenario NAME] [-seed N] [-trace FILE] [-json] [-check] [-plot out.svg] FILE|DIR...
 //	rlctl verify [-budget N] [-duration D] [-seed N] [-strict] [-json] FILE|DIR...
+//	rlctl bench -redis URL [-n N] [-c C] [-duration D] FILE
 //	rlctl version
 //	rlctl help [COMMAND]
 //
@@ -44,7 +45,7 @@ var errFailed = errors.New("failed")
 var commands []*command
 
 func init() {
-	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdVersion, cmdHelp}
+	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdBench, cmdVersion, cmdHelp}
 }
 
 func main() {

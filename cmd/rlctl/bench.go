@@ -1,0 +1,473 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/engine"
+)
+
+// Bounds of rlctl bench's flags: a run always ends by itself.
+const (
+	benchMaxDecisions = 10_000_000
+	benchMaxCallers   = 1024
+	benchMaxKeys      = 1_000_000
+)
+
+var cmdBench = &command{
+	name:  "bench",
+	args:  "-redis URL [-n N] [-c C] [-duration D] [-keys K] [-policy NAME] [-attr NAME=VALUE]... FILE|DIR...",
+	short: "measure each policy's decisions per second and latency on a Redis",
+	long: `Bench runs each policy of the files, one at a time, through the engine against the Redis
+at -redis, from C concurrent callers, until N decisions are made or D has passed, and
+prints per policy: decisions per second, p50 and p99 latency of a decision, and how many
+requests were allowed, denied, or matched by no rule.
+
+Requests are generated. Each attribute a policy reads (request.NAME) gets a value:
+  - the value of -attr NAME=VALUE when given, "{n}" in it replaced by the key number;
+  - for attributes that make up a rule's key or the policy's shard: NAME-<n>, so the
+    requests spread over K keys;
+  - otherwise the value the policy's first scenarios send (traffic requests, in turn),
+    so that match and when conditions hold as they do there;
+  - otherwise NAME-<n>.
+Concurrency leases an allowed request holds are released at once.
+
+The engine's keys are written under a prefix of the run's own (rlctl-bench:<id>:), so the
+counters the policies use in production are never touched, and are deleted at the end
+(they also expire by themselves). Bench talks to the given URL only. Use a Redis that
+can take the load: the run is as fast as the server allows.
+
+Flags:
+  -redis URL      redis://[user:password@]host:port[/db], rediss://..., or unix:///path
+  -n N            decisions per policy (default 10000, at most 10000000)
+  -c C            concurrent callers (default 8, at most 1024)
+  -duration D     time limit per policy (default 10s)
+  -keys K         key space per rule key (default 1000, at most 1000000)
+  -policy NAME    bench only this policy
+  -attr NAME=VALUE  fix request.NAME (repeatable)
+
+Progress is shown on stderr when it is a terminal.
+
+Exit status: 0 done, 1 invalid policies, an unreachable Redis, a request the policy
+cannot evaluate, or decisions made without Redis (on_error), 2 usage error.
+`,
+	run: runBench,
+}
+
+// benchAttrs is the -attr flag: fixed request attributes.
+type benchAttrs map[string]string
+
+func (a benchAttrs) String() string { return fmt.Sprint(map[string]string(a)) }
+
+func (a benchAttrs) Set(s string) error {
+	name, value, ok := strings.Cut(s, "=")
+	name = strings.TrimPrefix(name, "request.")
+	if !ok || name == "" {
+		return fmt.Errorf("%q is not NAME=VALUE", s)
+	}
+	a[name] = value
+	return nil
+}
+
+func runBench(e *env, args []string) error {
+	fs := flags("bench")
+	url := fs.String("redis", "", "")
+	n := fs.Int("n", 10_000, "")
+	callers := fs.Int("c", 8, "")
+	limit := fs.Duration("duration", 10*time.Second, "")
+	keys := fs.Int("keys", 1000, "")
+	only := fs.String("policy", "", "")
+	fixed := benchAttrs{}
+	fs.Var(fixed, "attr", "")
+	if err := parse(e, fs, args); err != nil {
+		return err
+	}
+	bad := func(format string, a ...any) error {
+		fmt.Fprintf(e.stderr, "rlctl: error: "+format+"\n", a...)
+		return errUsage
+	}
+	switch {
+	case fs.NArg() == 0:
+		return errUsage
+	case *url == "":
+		return bad("-redis is required: the Redis to measure on, such as redis://127.0.0.1:6379")
+	case *n < 1 || *n > benchMaxDecisions:
+		return bad("-n %d is not in [1, %d]", *n, benchMaxDecisions)
+	case *callers < 1 || *callers > benchMaxCallers:
+		return bad("-c %d is not in [1, %d]", *callers, benchMaxCallers)
+	case *limit <= 0:
+		return bad("-duration %v is not positive", *limit)
+	case *keys < 1 || *keys > benchMaxKeys:
+		return bad("-keys %d is not in [1, %d]", *keys, benchMaxKeys)
+	}
+	opt, err := redis.ParseURL(*url)
+	if err != nil {
+		return bad("-redis: %v", err)
+	}
+	opt.PoolSize = max(opt.PoolSize, *callers+*callers/4+1)
+
+	cfg, _ := load(e, fs.Args())
+	if cfg == nil {
+		return errFailed
+	}
+	policies := cfg.Policies
+	if *only != "" {
+		p, ok := cfg.Policy(*only)
+		if !ok {
+			fmt.Fprintf(e.stderr, "rlctl: error: no policy %q in the files\n", *only)
+			return errFailed
+		}
+		policies = []*dsl.Policy{p}
+	}
+	if len(policies) == 0 {
+		fmt.Fprintf(e.stderr, "rlctl: error: the files have no policy to bench\n")
+		return errFailed
+	}
+	for name := range fixed {
+		if !slices.ContainsFunc(policies, func(p *dsl.Policy) bool { return slices.Contains(benchReads(p), name) }) {
+			fmt.Fprintf(e.stderr, "rlctl: warning: -attr %s: no policy benched reads request.%s\n", name, name)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	redis.SetLogger(benchQuiet{}) // failures are reported as errors, not logged
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = rdb.Ping(pctx).Err()
+	cancel()
+	if err != nil {
+		return fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err)
+	}
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	backend := &benchBackend{Backend: engine.NewRedis(rdb), prefix: "rlctl-bench:" + hex.EncodeToString(id[:]) + ":"}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := backend.cleanup(cctx, rdb); err != nil {
+			fmt.Fprintf(e.stderr, "rlctl: warning: deleting the bench keys %s*: %v (they expire by themselves)\n", backend.prefix, err)
+		}
+	}()
+
+	fmt.Fprintf(e.stdout, "Redis %s, %d callers, up to %d decisions or %v per policy, %d keys\n\n", opt.Addr, *callers, *n, *limit, *keys)
+	var results []benchResult
+	for _, p := range policies {
+		reqs, err := benchRequests(cfg, p, fixed, *keys)
+		if err != nil {
+			return fmt.Errorf("policy %q: %w", p.Name, err)
+		}
+		fmt.Fprintf(e.stdout, "%s: %s\n", p.Name, benchDescribe(reqs[0]))
+		one := *cfg
+		one.Policies = []*dsl.Policy{p}
+		plan, err := engine.Compile(&one)
+		if err != nil {
+			return err
+		}
+		r, err := benchPolicy(ctx, e, engine.New(backend, plan), p.Name, reqs, *n, *callers, *limit)
+		if err != nil {
+			return fmt.Errorf("policy %q: %w", p.Name, err)
+		}
+		results = append(results, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	fmt.Fprintln(e.stdout)
+	benchTable(e, results)
+
+	failed := false
+	for _, r := range results {
+		switch {
+		case r.degraded > 0:
+			fmt.Fprintf(e.stderr, "rlctl: error: policy %q: %d decisions were made without Redis (on_error): %v\n", r.policy, r.degraded, r.firstErr)
+			failed = true
+		case r.noRule == r.decisions:
+			fmt.Fprintf(e.stderr, "rlctl: hint: policy %q: no rule applied to any request (its match or when conditions reject them); set attributes with -attr NAME=VALUE\n", r.policy)
+		}
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(e.stderr, "rlctl: error: interrupted\n")
+		return errFailed
+	}
+	if failed {
+		return errFailed
+	}
+	return nil
+}
+
+// benchReads returns the request attributes any expression of p reads, sorted.
+func benchReads(p *dsl.Policy) []string {
+	var names []string
+	add := func(x *dsl.Expr) {
+		if x != nil {
+			names = append(names, x.Attrs()...)
+		}
+	}
+	add(p.Match)
+	add(p.Shard)
+	for _, r := range p.Rules {
+		add(r.Key)
+		add(r.When)
+		add(r.Cost)
+		for _, prm := range r.Params {
+			add(prm.Expr)
+		}
+	}
+	sort.Strings(names)
+	return slices.Compact(names)
+}
+
+// benchRequests returns the keys requests a policy's bench cycles over; see cmdBench.
+func benchRequests(cfg *dsl.Config, p *dsl.Policy, fixed benchAttrs, keys int) ([]engine.Attrs, error) {
+	keyed := map[string]bool{}
+	if p.Shard != nil {
+		for _, a := range p.Shard.Attrs() {
+			keyed[a] = true
+		}
+	}
+	for _, r := range p.Rules {
+		for _, a := range r.Key.Attrs() {
+			keyed[a] = true
+		}
+	}
+	var traffic []*dsl.Traffic
+	for _, s := range cfg.Scenarios {
+		if s.Policy == p.Name {
+			traffic = append(traffic, s.Traffic...)
+		}
+	}
+	reads := benchReads(p)
+	reqs := make([]engine.Attrs, keys)
+	for k := range reqs {
+		var base map[string]string
+		if len(traffic) > 0 {
+			t := traffic[k%len(traffic)]
+			var err error
+			if base, err = t.Render(k / len(traffic) % max(t.Clients, 1)); err != nil {
+				return nil, fmt.Errorf("scenario traffic %q: %w", t.Name, err)
+			}
+		}
+		num := strconv.Itoa(k)
+		r := make(engine.Attrs, len(reads))
+		for _, a := range reads {
+			v, isFixed := fixed[a]
+			base, inBase := base[a]
+			switch {
+			case isFixed:
+				r[a] = strings.ReplaceAll(v, "{n}", num)
+			case keyed[a] || !inBase:
+				r[a] = a + "-" + num
+			default:
+				r[a] = base
+			}
+		}
+		reqs[k] = r
+	}
+	return reqs, nil
+}
+
+// benchDescribe writes a request as name=value pairs in name order.
+func benchDescribe(r engine.Attrs) string {
+	if len(r) == 0 {
+		return "requests read no attribute"
+	}
+	names := make([]string, 0, len(r))
+	for a := range r {
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("requests like")
+	for _, a := range names {
+		fmt.Fprintf(&b, " %s=%q", a, r[a])
+	}
+	return b.String()
+}
+
+// benchResult is one policy's measurement.
+type benchResult struct {
+	policy                     string
+	decisions, allowed, noRule int
+	degraded                   int
+	firstErr                   error
+	elapsed                    time.Duration
+	p50, p99                   time.Duration
+}
+
+// benchPolicy makes up to n decisions on eng from callers goroutines for at most limit.
+func benchPolicy(ctx context.Context, e *env, eng *engine.Engine, name string, reqs []engine.Attrs, n, callers int, limit time.Duration) (benchResult, error) {
+	res := benchResult{policy: name}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	lats := make([][]time.Duration, callers)
+	var next, done, allowed, noRule, degraded atomic.Int64
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(limit)
+	for g := range callers {
+		lats[g] = make([]time.Duration, 0, n/callers+1)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				t0 := time.Now()
+				if i >= n || t0.After(deadline) {
+					return
+				}
+				d, err := eng.Allow(ctx, reqs[i%len(reqs)])
+				if err != nil {
+					if ctx.Err() == nil {
+						cancel(fmt.Errorf("request %v: %w", reqs[i%len(reqs)], err))
+					}
+					return
+				}
+				lats[g] = append(lats[g], time.Since(t0))
+				done.Add(1)
+				switch {
+				case d.Source == engine.FromNoRules:
+					noRule.Add(1)
+				case d.Source != engine.FromBackend && d.Source != engine.FromCache:
+					degraded.Add(1)
+					errOnce.Do(func() { res.firstErr = d.Err })
+				case d.Allowed:
+					allowed.Add(1)
+				}
+				if d.Allowed {
+					_ = eng.Release(ctx, d)
+				}
+			}
+		})
+	}
+	stopProgress := benchProgress(e, name, n, &done, start)
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	stopProgress()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return res, err
+	}
+	all := slices.Concat(lats...)
+	slices.Sort(all)
+	res.decisions = len(all)
+	res.allowed, res.noRule, res.degraded = int(allowed.Load()), int(noRule.Load()), int(degraded.Load())
+	if len(all) > 0 {
+		res.p50 = all[min(len(all)-1, len(all)/2)]
+		res.p99 = all[min(len(all)-1, len(all)*99/100)]
+	}
+	return res, nil
+}
+
+// benchProgress shows done/n on stderr every 200ms when stderr is a terminal; the returned
+// function clears the line.
+func benchProgress(e *env, name string, n int, done *atomic.Int64, start time.Time) func() {
+	if !e.color {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				fmt.Fprint(e.stderr, "\r\033[K")
+				return
+			case <-t.C:
+				fmt.Fprintf(e.stderr, "\r\033[K%s: %d/%d decisions, %.1fs", name, done.Load(), n, time.Since(start).Seconds())
+			}
+		}
+	})
+	return func() {
+		close(stop)
+		wg.Wait()
+	}
+}
+
+func benchTable(e *env, results []benchResult) {
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "policy\tdecisions\ttime\tdecisions/s\tp50\tp99\tallowed\tdenied\tno rule")
+	for _, r := range results {
+		rate := 0.0
+		if r.elapsed > 0 {
+			rate = float64(r.decisions) / r.elapsed.Seconds()
+		}
+		denied := r.decisions - r.allowed - r.noRule - r.degraded
+		fmt.Fprintf(tw, "%s\t%d\t%v\t%.0f\t%v\t%v\t%d\t%d\t%d\n", r.policy, r.decisions, r.elapsed.Round(time.Millisecond),
+			rate, r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond), r.allowed, denied, r.noRule)
+	}
+	tw.Flush()
+}
+
+// benchQuiet discards go-redis's log.
+type benchQuiet struct{}
+
+func (benchQuiet) Printf(context.Context, string, ...any) {}
+
+// benchBackend runs the engine's calls on keys under a prefix of the run's own, so a bench
+// never touches the counters of the policies in use, and can delete what it wrote.
+type benchBackend struct {
+	engine.Backend
+	prefix string
+}
+
+func (b *benchBackend) keys(keys []string) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = b.prefix + k
+	}
+	return out
+}
+
+// Eval implements engine.Backend.
+func (b *benchBackend) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
+	return b.Backend.Eval(ctx, s, b.keys(keys), argv)
+}
+
+// Del implements engine.Backend.
+func (b *benchBackend) Del(ctx context.Context, keys ...string) error {
+	return b.Backend.Del(ctx, b.keys(keys)...)
+}
+
+// cleanup deletes every key under the prefix.
+func (b *benchBackend) cleanup(ctx context.Context, rdb *redis.Client) error {
+	iter := rdb.Scan(ctx, 0, b.prefix+"*", 1000).Iterator()
+	var batch []string
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := rdb.Unlink(ctx, batch...).Err()
+		batch = batch[:0]
+		return err
+	}
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 1000 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return err
+	}
+	return flush()
+}
