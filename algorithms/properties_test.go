@@ -31,11 +31,12 @@ func redisEval(rdb redis.Cmdable, s *Script) evalFunc {
 func checkRetryAfter(t *testing.T, eval evalFunc, states int) {
 	for _, a := range builtin {
 		t.Run(a.Name, func(t *testing.T) {
+			prefix := freshPrefix(t)
 			rng := rand.New(rand.NewPCG(7, 0))
 			denied := 0
 			for i := range states {
 				params := randomParams(rng, a)
-				key := fmt.Sprintf("%s:retry:%s:%d", t.Name(), a.Name, i)
+				key := fmt.Sprintf("%s:retry:%d", prefix, i)
 				s, _ := newState(a, params)
 				capacity := s.capacity()
 				now := int64(1_800_000_000_000_000) + rng.Int64N(1_000_000_000)
@@ -100,13 +101,14 @@ func TestRedisStackAtomicity(t *testing.T) {
 	rdb := ex.rdb
 	eval := redisEval(rdb, ex.script)
 	rng := rand.New(rand.NewPCG(11, 0))
+	prefix := freshPrefix(t)
 	for i := range 200 {
 		now := int64(1_800_000_000_000_000) + rng.Int64N(1_000_000_000)
 		var rules []Rule
 		for j := range 3 {
 			a := builtin[rng.IntN(len(builtin))]
 			params := paramsAtLeast(rng, a, 3_600_000_000) // nothing expires in real time here
-			rules = append(rules, Rule{Key: fmt.Sprintf("atomic:%d:%d", i, j), Algorithm: a, Params: params, Lease: fmt.Sprint("lease", i, j)})
+			rules = append(rules, Rule{Key: fmt.Sprintf("%s:atomic:%d:%d", prefix, i, j), Algorithm: a, Params: params, Lease: fmt.Sprint("lease", i, j)})
 		}
 		// Charge each key a little, then exhaust the third.
 		for j := range rules {
@@ -184,10 +186,11 @@ func TestRedisTTLCoversReset(t *testing.T) {
 	ctx := context.Background()
 	eval := redisEval(rdb, ex.script)
 	rng := rand.New(rand.NewPCG(13, 0))
+	prefix := freshPrefix(t)
 	for i := range 500 {
 		a := builtin[i%len(builtin)]
-		params := randomParams(rng, a)
-		key := fmt.Sprintf("ttl:%d", i)
+		params := paramsAtLeast(rng, a, 1_000_000) // TTLs of a second or more: the key is still there to measure
+		key := fmt.Sprintf("%s:ttl:%d", prefix, i)
 		s, _ := newState(a, params)
 		start := time.Now()
 		rep, err := eval(&Call{Op: OpCheck, Now: ServerTime, Rules: []Rule{{Key: key, Algorithm: a, Cost: 1 + rng.Int64N(s.capacity()), Params: params, Lease: "l"}}})

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,7 +305,7 @@ func formatTrace(calls []Call) string {
 // shows a difference from the reference model.
 func checkTraces(t *testing.T, ex executor, seed uint64, n, length int, keysFor func(rng *rand.Rand, prefix string) []traceKey) {
 	t.Helper()
-	rn := &runner{ex: ex, base: t.Name()}
+	rn := &runner{ex: ex, base: freshPrefix(t)}
 	for i := range n {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
 		calls, want, err := genTrace(rng, keysFor(rng, fmt.Sprintf("t%d:", i)), length)
@@ -369,4 +371,13 @@ func (e hostExec) run(calls []Call) ([]Reply, error) {
 		}
 	}
 	return out, nil
+}
+
+// invocations numbers the key prefixes tests take on the shared server, so reruns
+// (-count=N) never meet a previous run's keys.
+var invocations atomic.Int64
+
+// freshPrefix returns a key prefix no other test invocation in this process uses.
+func freshPrefix(t testing.TB) string {
+	return fmt.Sprintf("%d:%d:%s", os.Getpid(), invocations.Add(1), t.Name())
 }
