@@ -581,9 +581,12 @@ func (e *Engine) run(ctx context.Context, b Backend, c *algorithms.Call) (algori
 		return algorithms.Reply{}, fmt.Errorf("%w: %v", ErrRequest, err)
 	}
 	if _, inProcess := b.(*Local); e.timeout > 0 && !inProcess {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.timeout)
-		defer cancel()
+		// A caller's own deadline that comes first already bounds the call: no timer needed.
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.timeout {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, e.timeout)
+			defer cancel()
+		}
 	}
 	v, err := b.Eval(ctx, e.plan.script, c.Keys(), argv)
 	if err != nil {
