@@ -29,6 +29,9 @@ type Param struct {
 	Name string // the attribute name in a policy, e.g. "limit"
 	Kind Kind
 	Doc  string // one line: what it means and its unit
+	// Capacity marks the parameter that bounds one request's cost (a limit, capacity,
+	// burst or max): a larger cost can never pass, and it is the limit the script reports.
+	Capacity bool
 }
 
 // slots is the number of wire values the parameter occupies.
@@ -116,7 +119,7 @@ func boundProduct(name string, i, j int, limit int64, what string) func(w []int6
 }
 
 var (
-	countParam  = func(name, doc string) Param { return Param{Name: name, Kind: Count, Doc: doc} }
+	countParam  = func(name, doc string) Param { return Param{Name: name, Kind: Count, Doc: doc, Capacity: true} }
 	windowParam = Param{Name: "window", Kind: Duration, Doc: "the window length"}
 	hashCmds    = []string{"HMGET", "HSET", "PEXPIRE", "DEL"}
 	zsetCmds    = []string{"ZCOUNT", "ZRANGE", "ZRANGEBYSCORE", "ZREMRANGEBYSCORE", "ZADD", "ZREM", "PEXPIRE"}

@@ -49,18 +49,6 @@ func (l *loader) checkName(b *hcl.Block, what string) bool {
 	return false
 }
 
-// capacityParam names the built-in algorithms' parameter that bounds a single request's
-// cost: a cost above it can never be allowed.
-var capacityParam = map[string]string{
-	"fixed_window":   "limit",
-	"sliding_log":    "limit",
-	"sliding_window": "limit",
-	"token_bucket":   "capacity",
-	"leaky_bucket":   "capacity",
-	"gcra":           "burst",
-	"concurrency":    "max",
-}
-
 func (l *loader) decodePolicy(b *hcl.Block) {
 	if len(b.Labels) == 0 || len(b.LabelRanges) == 0 {
 		return // HCL reported the missing label
@@ -252,7 +240,12 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 			r.Shadow = e.val.True()
 		}
 	}
-	capacity := capacityParam[alg.Name]
+	var capacity string // the parameter bounding one request's cost; none for plugins
+	for _, ap := range alg.Params {
+		if ap.Capacity {
+			capacity = ap.Name
+		}
+	}
 	var capValues []int64
 	known := true
 	var wires [][][]int64 // per parameter, its possible wire values

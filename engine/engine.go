@@ -622,7 +622,7 @@ func isScriptError(err error) bool {
 }
 
 // window derives RuleResult.Window from a rule's wire parameters: a Duration parameter
-// named "window", or for a Rate the time to refill the rule's capacity (the first Count).
+// named "window", or for a Rate the time to refill the rule's Capacity parameter.
 func window(r *algorithms.Rule) time.Duration {
 	var capacity, amount, period int64
 	i := 0
@@ -633,7 +633,7 @@ func window(r *algorithms.Rule) time.Duration {
 				return time.Duration(r.Params[i]) * time.Microsecond
 			}
 		case algorithms.Count:
-			if capacity == 0 {
+			if p.Capacity {
 				capacity = r.Params[i]
 			}
 		case algorithms.Rate:
