@@ -378,7 +378,6 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 		local bool
 	}
 	var done []charged
-	evaluated := 0 // rules of the groups run so far; later groups are not run after a denial
 	for _, g := range e.groups(rules) {
 		call := algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime, Rules: make([]algorithms.Rule, len(g.idx))}
 		if g.client {
@@ -395,7 +394,6 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 			d.Source, d.Err = src, ferr
 		}
 		for k, i := range g.idx {
-			evaluated++
 			d.Rules[i].evaluated = true
 			rr := &d.Rules[i]
 			res := rep.Rules[k]
@@ -428,10 +426,8 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 			}
 		}
 		d.held = nil
-		if evaluated < len(d.Rules) {
-			// Slot groups after the denying one never ran: leave their rules out.
-			d.Rules = slices.DeleteFunc(d.Rules, func(r RuleResult) bool { return !r.evaluated })
-		}
+		// Slot groups after the denying one never ran: leave their rules out.
+		d.Rules = slices.DeleteFunc(d.Rules, func(r RuleResult) bool { return !r.evaluated })
 		for i := range d.Rules {
 			rr := &d.Rules[i]
 			if !rr.Allowed && !rr.Shadow {
