@@ -169,6 +169,16 @@ func TestStackDeniedByLastRule(t *testing.T) {
 // charges of the first two are refunded and no phantom charge remains.
 func TestClusterCompensation(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
+	for _, key := range []string{"foo{}{bar}", "{}", "{{a}}", "a{b}{c}", "}{x}", "rl:{acme}:api:r:k",
+		string(renderKey(nil, "p", "r", true, "x}{y", "{k}")), string(renderKey(nil, "p", "r", false, "", "a{b}"))} {
+		want, err := cl.Client(t).ClusterKeySlot(context.Background(), key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := Slot(key); int64(got) != want {
+			t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", key, got, want)
+		}
+	}
 	clock := newFrozen()
 	e := New(NewRedis(cl.Client(t)), compile(t, stackPolicy), WithClock(clock.now))
 	req := Attrs{"user": "u1"}
