@@ -71,6 +71,11 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
+// Node returns the cluster's i-th node, in the order of Addrs, to Pause, Kill or
+// Restart it (a restarted node keeps its cluster identity and slots, not its
+// data) or to send it a command with Do.
+func (c *Cluster) Node(i int) *Server { return c.nodes[i] }
+
 // Client returns a new go-redis cluster client seeded with every node,
 // closed at tb.Cleanup. Like Server.Client, it dials once per attempt.
 func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {

@@ -13,7 +13,14 @@
 // Shared returns one server per test binary, safe to use from parallel tests;
 // tests that use it must not Kill, Restart or Stop it, and should use keys of
 // their own. Start returns a private server, and StartCluster a private
-// Redis Cluster; both are stopped at the test's cleanup.
+// Redis Cluster; both are stopped at the test's cleanup. Tests that use
+// Shared must not Pause it either.
+//
+// Faults for failure tests, on a private server: Kill (as a crash would) and
+// Restart on the same port; Pause with SIGSTOP and Resume (a paused server is
+// always resumed at the test's cleanup); Do, any command on a fresh
+// connection: CONFIG SET maxmemory, CLIENT KILL, SCRIPT FLUSH, FLUSHALL,
+// REPLICAOF. Cluster.Node gives one node of a cluster for the same.
 //
 // When redis-server or redis-cli cannot be found, Shared, Start and
 // StartCluster skip the test with a message naming the missing binary, unless

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -75,6 +76,144 @@ func TestKillRestart(t *testing.T) {
 	}
 }
 
+// quick returns a client that gives up on a command after 100ms, to see a paused
+// server without waiting for go-redis's default timeouts.
+func quick(t *testing.T, addr string) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1,
+		DialTimeout: 100 * time.Millisecond, ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestPauseResume(t *testing.T) {
+	s := Start(t)
+	ctx := t.Context()
+	c := quick(t, s.Addr())
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING: %v", err)
+	}
+
+	s.Pause(t)
+	s.Pause(t) // pausing a paused server does nothing
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING to a paused server succeeded")
+	}
+	// What clients send meanwhile waits in the socket and runs on Resume.
+	blocked := s.Client(t)
+	done := make(chan error, 1)
+	go func() { done <- blocked.Set(ctx, "queued", "v", 0).Err() }()
+	select {
+	case err := <-done:
+		t.Fatalf("SET to a paused server returned: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	s.Resume()
+	s.Resume() // resuming a running server does nothing
+	if err := <-done; err != nil {
+		t.Fatalf("SET sent while paused: %v", err)
+	}
+	if got, err := c.Get(ctx, "queued").Result(); err != nil || got != "v" {
+		t.Fatalf("GET queued = %q, %v; want v", got, err)
+	}
+
+	// A test that ends while the server is paused leaves it running.
+	t.Run("cleanup", func(t *testing.T) { s.Pause(t) })
+	if err := c.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING after a subtest ended with the server paused: %v", err)
+	}
+
+	// Kill and Stop work on a paused server, and promptly.
+	s.Pause(t)
+	s.Kill(t)
+	s.Restart(t)
+	s.Pause(t)
+	start := time.Now()
+	s.Stop()
+	if d := time.Since(start); d > stopTimeout/2 {
+		t.Fatalf("Stop of a paused server took %v", d)
+	}
+	s.Resume() // a stopped server: nothing to do
+}
+
+func TestDo(t *testing.T) {
+	s := Start(t)
+	for _, tc := range []struct {
+		args    []string
+		want    string
+		wantErr string
+	}{
+		{[]string{"SET", "k", "v"}, "OK", ""},
+		{[]string{"GET", "k"}, "v", ""},
+		{[]string{"INCR", "n"}, "1", ""},
+		{[]string{"SCRIPT", "FLUSH"}, "OK", ""},
+		{[]string{"NOSUCH"}, "", "ERR unknown command"},
+		// A full memory refuses writes with OOM, and gives them back when restored.
+		{[]string{"SET", "filler", strings.Repeat("x", 2<<20)}, "OK", ""},
+		{[]string{"CONFIG", "SET", "maxmemory-policy", "noeviction"}, "OK", ""},
+		{[]string{"CONFIG", "SET", "maxmemory", "1mb"}, "OK", ""},
+		{[]string{"SET", "k", "w"}, "", "OOM command not allowed"},
+		{[]string{"CONFIG", "SET", "maxmemory", "0"}, "OK", ""},
+		{[]string{"SET", "k", "w"}, "OK", ""},
+		{[]string{"FLUSHALL"}, "OK", ""},
+		{[]string{"EXISTS", "k", "n", "filler"}, "0", ""},
+	} {
+		got, err := s.Do(tc.args...)
+		if tc.wantErr != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Fatalf("%q: err = %v, want one starting with %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Fatalf("%q = %q, %v; want %q", tc.args, got, err, tc.want)
+		}
+	}
+
+	// CLIENT KILL answers how many connections it closed (never its own).
+	c := s.Client(t)
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Do("CLIENT", "KILL", "TYPE", "normal")
+	if n, aerr := strconv.Atoi(got); err != nil || aerr != nil || n < 1 {
+		t.Fatalf("CLIENT KILL TYPE normal with a client connected = %q, %v; want a count >= 1", got, err)
+	}
+}
+
+// TestReplicaOf turns a primary into a read-only replica of another server and back.
+func TestReplicaOf(t *testing.T) {
+	s, other := Start(t), Start(t)
+	host, port, _ := net.SplitHostPort(other.Addr())
+	if _, err := s.Do("REPLICAOF", host, port); err != nil {
+		t.Fatalf("REPLICAOF: %v", err)
+	}
+	if _, err := s.Do("SET", "k", "v"); err == nil || !strings.HasPrefix(err.Error(), "READONLY") {
+		t.Fatalf("SET on a replica: err = %v, want READONLY", err)
+	}
+	if _, err := s.Do("REPLICAOF", "NO", "ONE"); err != nil {
+		t.Fatalf("REPLICAOF NO ONE: %v", err)
+	}
+	if _, err := s.Do("SET", "k", "v"); err != nil {
+		t.Fatalf("SET after REPLICAOF NO ONE: %v", err)
+	}
+}
+
+func TestDoUnanswered(t *testing.T) {
+	s := Start(t)
+	s.Pause(t)
+	start := time.Now()
+	if _, err := s.Do("PING"); err == nil {
+		t.Fatal("PING to a paused server succeeded")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Do on a paused server took %v", d)
+	}
+	s.Kill(t)
+	if _, err := s.Do("PING"); err == nil {
+		t.Fatal("PING to a killed server succeeded")
+	}
+}
+
 func TestCluster(t *testing.T) {
 	const n = 3
 	cl := StartCluster(t, n)
@@ -110,6 +249,24 @@ func TestCluster(t *testing.T) {
 	}
 	if !strings.Contains(info, "cluster_state:ok") {
 		t.Fatalf("CLUSTER INFO lacks cluster_state:ok:\n%s", info)
+	}
+
+	// One paused node stops answering; the others do not.
+	for i, addr := range cl.Addrs() {
+		if got := cl.Node(i).Addr(); got != addr {
+			t.Fatalf("Node(%d).Addr() = %s, want %s", i, got, addr)
+		}
+	}
+	cl.Node(0).Pause(t)
+	if err := quick(t, cl.Addrs()[0]).Ping(ctx).Err(); err == nil {
+		t.Fatal("PING to a paused node succeeded")
+	}
+	if got, err := cl.Node(1).Do("PING"); err != nil || got != "PONG" {
+		t.Fatalf("PING to node 1 while node 0 is paused = %q, %v", got, err)
+	}
+	cl.Node(0).Resume()
+	if got, err := cl.Node(0).Do("PING"); err != nil || got != "PONG" {
+		t.Fatalf("PING to node 0 after Resume = %q, %v", got, err)
 	}
 }
 

@@ -41,8 +41,9 @@ type Server struct {
 	dir     string
 	cluster bool
 
-	mu   sync.Mutex
-	proc *process // nil when not running
+	mu     sync.Mutex
+	proc   *process // nil when not running
+	paused bool     // proc is stopped by SIGSTOP
 }
 
 // process is one run of redis-server; done closes once Wait has returned.
@@ -77,11 +78,52 @@ func (s *Server) Kill(tb testing.TB) {
 		return
 	}
 	err := s.proc.kill()
-	s.proc = nil
+	s.proc, s.paused = nil, false
 	forget(s)
 	if err != nil {
 		tb.Fatalf("redistest: kill %s: %v", s.Addr(), err)
 	}
+}
+
+// Pause stops the server with SIGSTOP, as a stalled host or a long fork would: it keeps
+// its port and its connections, the kernel still accepts new ones and buffers what clients
+// send, and nothing is answered until Resume. Resume is registered at tb.Cleanup, so a
+// test that fails while the server is paused leaves no stopped process behind. Pausing a
+// paused or stopped server does nothing.
+func (s *Server) Pause(tb testing.TB) {
+	tb.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || s.paused {
+		return
+	}
+	if err := s.proc.signal(sigStop); err != nil {
+		tb.Fatalf("redistest: pause %s: %v", s.Addr(), err)
+	}
+	s.paused = true
+	tb.Cleanup(s.Resume)
+}
+
+// Resume continues a paused server with SIGCONT; it then executes, in order, what its
+// clients sent meanwhile. Resuming a server that is not paused does nothing.
+func (s *Server) Resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || !s.paused {
+		return
+	}
+	s.proc.signal(sigCont)
+	s.paused = false
+}
+
+// Do sends one command to the server on a new connection, as redis-cli would, and
+// returns its reply: a simple string, a bulk string, or an integer in decimal; an error
+// reply is returned as an error whose text is the reply's (for example "OOM command not
+// allowed ..."). A server that does not answer within a second is an error. It is safe
+// for concurrent use, from any goroutine, including while clients of the server are
+// blocked.
+func (s *Server) Do(args ...string) (string, error) {
+	return command(s.Addr(), args...)
 }
 
 // Restart starts the server again on the same address, stopping it first
@@ -93,7 +135,7 @@ func (s *Server) Restart(tb testing.TB) {
 	defer s.mu.Unlock()
 	if s.proc != nil {
 		s.proc.stop()
-		s.proc = nil
+		s.proc, s.paused = nil, false
 		forget(s)
 	}
 	var err error
@@ -121,7 +163,7 @@ func (s *Server) Stop() {
 		return
 	}
 	s.proc.stop()
-	s.proc = nil
+	s.proc, s.paused = nil, false
 	forget(s)
 }
 
@@ -217,9 +259,19 @@ func (p *process) kill() error {
 	}
 }
 
-// stop sends SIGTERM and waits for the process to exit, then kills it.
+// signal sends sig to the process unless it has exited.
+func (p *process) signal(sig os.Signal) error {
+	if p.exited() {
+		return fmt.Errorf("pid %d has exited: %v", p.cmd.Process.Pid, p.cmd.ProcessState)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// stop sends SIGTERM and waits for the process to exit, then kills it. SIGCONT follows
+// SIGTERM so that a paused process handles it.
 func (p *process) stop() {
 	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.signal(sigCont)
 	select {
 	case <-p.done:
 	case <-time.After(stopTimeout):
@@ -259,7 +311,8 @@ func waitReady(addr string, p *process) error {
 }
 
 // command sends one command to addr on a new connection and returns its
-// simple or bulk string reply; an error reply is returned as an error.
+// simple string, bulk string or integer reply; an error reply is returned as
+// an error.
 func command(addr string, args ...string) (string, error) {
 	conn, err := net.DialTimeout("tcp", addr, 500*time.Millisecond)
 	if err != nil {
@@ -288,6 +341,8 @@ func command(addr string, args ...string) (string, error) {
 		return line[1:], nil
 	case strings.HasPrefix(line, "-"):
 		return "", errors.New(line[1:])
+	case strings.HasPrefix(line, ":"):
+		return line[1:], nil
 	case strings.HasPrefix(line, "$"):
 		n, err := strconv.Atoi(line[1:])
 		if err != nil || n < 0 {
