@@ -216,24 +216,29 @@ func TestRedisTTLCoversReset(t *testing.T) {
 func TestRedisRejectsMalformedCalls(t *testing.T) {
 	ex := loadRedis(t)
 	ctx := context.Background()
-	ok := []string{"1", "check", "1800000000000000", "1", "gcra", "1", "0", "10", "1000000", "5"}
+	ok := []string{"2", "check", "1800000000000000", "", "1", "gcra", "1", "0", "10", "1000000", "5"}
+	with := func(i int, vs ...string) []string { // ok with ok[i:] replaced by vs
+		return append(append([]string{}, ok[:i]...), vs...)
+	}
 	cases := map[string]struct {
 		keys []string
 		argv []string
 	}{
-		"protocol":    {[]string{"k"}, append([]string{"2"}, ok[1:]...)},
-		"op":          {[]string{"k"}, append([]string{"1", "nope"}, ok[2:]...)},
-		"now":         {[]string{"k"}, append([]string{"1", "check", "soon"}, ok[3:]...)},
-		"count":       {[]string{"k", "k2"}, ok},
-		"algorithm":   {[]string{"k"}, append(append([]string{}, ok[:4]...), append([]string{"magic"}, ok[5:]...)...)},
-		"cost":        {[]string{"k"}, append(append([]string{}, ok[:5]...), append([]string{"-1"}, ok[6:]...)...)},
-		"param":       {[]string{"k"}, append(append([]string{}, ok[:7]...), "0", "1000000", "5")},
-		"fraction":    {[]string{"k"}, append(append([]string{}, ok[:7]...), "1.5", "1000000", "5")},
-		"short":       {[]string{"k"}, ok[:9]},
-		"long":        {[]string{"k"}, append(append([]string{}, ok...), "extra")},
-		"range":       {[]string{"k"}, append(append([]string{}, ok[:7]...), "1", "9007199254740992", "9007199254740992")},
-		"duplicate":   {[]string{"k", "k"}, append([]string{"1", "check", "1800000000000000", "2"}, append(append([]string{}, ok[4:]...), ok[4:]...)...)},
-		"huge number": {[]string{"k"}, append([]string{"1", "check", "1e300"}, ok[3:]...)},
+		"protocol":        {[]string{"k"}, with(0, append([]string{"1"}, ok[1:]...)...)},
+		"op":              {[]string{"k"}, with(1, append([]string{"nope"}, ok[2:]...)...)},
+		"now":             {[]string{"k"}, with(2, append([]string{"soon"}, ok[3:]...)...)},
+		"deadline":        {[]string{"k"}, with(3, append([]string{"later"}, ok[4:]...)...)},
+		"deadline passed": {[]string{"k"}, with(3, append([]string{"1"}, ok[4:]...)...)},
+		"count":           {[]string{"k", "k2"}, ok},
+		"algorithm":       {[]string{"k"}, with(5, append([]string{"magic"}, ok[6:]...)...)},
+		"cost":            {[]string{"k"}, with(6, append([]string{"-1"}, ok[7:]...)...)},
+		"param":           {[]string{"k"}, with(8, "0", "1000000", "5")},
+		"fraction":        {[]string{"k"}, with(8, "1.5", "1000000", "5")},
+		"short":           {[]string{"k"}, ok[:10]},
+		"long":            {[]string{"k"}, with(len(ok), "extra")},
+		"range":           {[]string{"k"}, with(8, "1", "9007199254740992", "9007199254740992")},
+		"duplicate":       {[]string{"k", "k"}, append(with(4, "2"), append(append([]string{}, ok[5:]...), ok[5:]...)...)},
+		"huge number":     {[]string{"k"}, with(2, append([]string{"1e300"}, ok[3:]...)...)},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -166,7 +166,7 @@ func decode(c *Call, v any, err error) (Reply, error) {
 	}
 	if c.Op == OpRefund {
 		arr, ok := v.([]any)
-		if !ok || len(arr) != 3 {
+		if !ok || len(arr) != 4 {
 			return Reply{}, fmt.Errorf("refund reply %v", v)
 		}
 		now, _ := arr[2].(int64)
@@ -175,7 +175,9 @@ func decode(c *Call, v any, err error) (Reply, error) {
 		}
 		return Reply{Allowed: true, Now: now}, nil
 	}
-	return DecodeReply(v, len(c.Rules))
+	r, err := DecodeReply(v, len(c.Rules))
+	r.Server = 0 // the hosts' clocks; the oracle has none
+	return r, err
 }
 
 // redisExec runs calls on a real Redis with EVALSHA, in client-clock mode, all in one

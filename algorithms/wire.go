@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Protocol is the ARGV layout version the dispatcher speaks; a mismatch is an error reply.
-const Protocol = "1"
+const Protocol = "2"
 
 // Op selects what a call does.
 type Op string
@@ -28,9 +29,13 @@ const Never int64 = -1
 
 // Call is one invocation of the engine script.
 type Call struct {
-	Op    Op
-	Now   int64 // microseconds since the Unix epoch, or ServerTime
-	Rules []Rule
+	Op  Op
+	Now int64 // microseconds since the Unix epoch, or ServerTime
+	// Deadline, when positive, is the server-clock instant (µs since the Unix epoch) after
+	// which the caller no longer waits: a server that runs the call later writes nothing
+	// and replies with an error starting "RLCTL deadline passed". 0: no deadline.
+	Deadline int64
+	Rules    []Rule
 }
 
 // Rule is one rule of a call.
@@ -61,12 +66,19 @@ func (c *Call) Argv() ([]string, error) {
 	if c.Now < 0 && c.Now != ServerTime {
 		return nil, fmt.Errorf("negative time %d", c.Now)
 	}
+	if c.Deadline < 0 {
+		return nil, fmt.Errorf("negative deadline %d", c.Deadline)
+	}
 	now := ""
 	if c.Now != ServerTime {
 		now = strconv.FormatInt(c.Now, 10)
 	}
-	argv := make([]string, 0, 4+len(c.Rules)*6)
-	argv = append(argv, Protocol, string(c.Op), now, strconv.Itoa(len(c.Rules)))
+	deadline := ""
+	if c.Deadline > 0 {
+		deadline = strconv.FormatInt(c.Deadline, 10)
+	}
+	argv := make([]string, 0, 5+len(c.Rules)*6)
+	argv = append(argv, Protocol, string(c.Op), now, deadline, strconv.Itoa(len(c.Rules)))
 	seen := make(map[string]int, len(c.Rules))
 	for i := range c.Rules {
 		r := &c.Rules[i]
@@ -107,7 +119,10 @@ type Reply struct {
 	Allowed bool
 	Decider int   // 1-based index of the first enforcing rule that denied; 0 when allowed
 	Now     int64 // the instant the script decided at, in microseconds
-	Rules   []RuleResult
+	// Server is the server's clock when it ran the call (µs); it equals Now unless the
+	// call carried a client time. Callers place deadlines on the server's clock with it.
+	Server int64
+	Rules  []RuleResult
 }
 
 // RuleResult is one rule's verdict. Values describe the key after the call: charged when
@@ -123,6 +138,15 @@ type RuleResult struct {
 // ErrReply reports a reply that does not have the dispatcher's shape.
 var ErrReply = errors.New("malformed engine script reply")
 
+// header is the number of values before the per-rule ones in a check reply.
+const header = 4
+
+// IsDeadlineError reports whether err is the script's reply to a call that the server ran
+// after the call's Deadline: the call wrote nothing.
+func IsDeadlineError(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "RLCTL deadline passed")
+}
+
 // DecodeReply decodes the reply of a check call with n rules. v is what go-redis (RESP2)
 // or luahost returns: []any of int64.
 func DecodeReply(v any, n int) (Reply, error) {
@@ -130,8 +154,8 @@ func DecodeReply(v any, n int) (Reply, error) {
 	if !ok {
 		return Reply{}, fmt.Errorf("%w: %T, want an array", ErrReply, v)
 	}
-	if len(arr) != 3+5*n {
-		return Reply{}, fmt.Errorf("%w: %d values for %d rules, want %d", ErrReply, len(arr), n, 3+5*n)
+	if len(arr) != header+5*n {
+		return Reply{}, fmt.Errorf("%w: %d values for %d rules, want %d", ErrReply, len(arr), n, header+5*n)
 	}
 	ints := make([]int64, len(arr))
 	for i, x := range arr {
@@ -141,12 +165,12 @@ func DecodeReply(v any, n int) (Reply, error) {
 		}
 		ints[i] = v
 	}
-	r := Reply{Allowed: ints[0] == 1, Decider: int(ints[1]), Now: ints[2], Rules: make([]RuleResult, n)}
+	r := Reply{Allowed: ints[0] == 1, Decider: int(ints[1]), Now: ints[2], Server: ints[3], Rules: make([]RuleResult, n)}
 	if ints[0] != 0 && ints[0] != 1 || r.Decider < 0 || r.Decider > n || r.Allowed != (r.Decider == 0) {
-		return Reply{}, fmt.Errorf("%w: header %v", ErrReply, ints[:3])
+		return Reply{}, fmt.Errorf("%w: header %v", ErrReply, ints[:header])
 	}
 	for i := range r.Rules {
-		o := ints[3+5*i:]
+		o := ints[header+5*i:]
 		r.Rules[i] = RuleResult{Allowed: o[0] == 1, Remaining: o[1], RetryAfter: o[2], ResetAfter: o[3], Limit: o[4]}
 	}
 	return r, nil

@@ -23,16 +23,71 @@ type Backend interface {
 // EVALSHA and, when the server does not know the script (NOSCRIPT: a restart, a failover,
 // SCRIPT FLUSH), sends the script itself with EVAL, which runs it and caches it again, so
 // even a flush racing with the call is invisible to the caller.
+//
+// The engine's decision deadline reaches Redis as the context's deadline. A go-redis client
+// honours it only with ContextTimeoutEnabled set (otherwise a stalled server holds the
+// caller for the client's ReadTimeout, 3 s by default). NewRedis looks at the client's
+// options: when the client does not honour contexts, or is of a type whose options it
+// cannot read, every call runs on its own goroutine and Eval returns when the context
+// ends, leaving the call to finish (and hold its connection) until the client's own
+// timeouts end it. The deadline holds either way; set ContextTimeoutEnabled: true so that
+// abandoned calls give their connection back at once.
 type Redis struct {
 	c redis.Scripter
+	// detach: the client ignores context deadlines, so Eval waits for them itself.
+	detach bool
 }
 
 // NewRedis returns a Backend that runs scripts on c (e.g. a *redis.Client, *redis.ClusterClient
 // or any redis.UniversalClient).
-func NewRedis(c redis.Scripter) *Redis { return &Redis{c: c} }
+func NewRedis(c redis.Scripter) *Redis { return &Redis{c: c, detach: !honoursContext(c)} }
+
+// honoursContext reports whether c is known to end a call when its context does.
+func honoursContext(c redis.Scripter) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// HonoursDeadline reports whether the client ends a call when the engine's deadline
+// passes (see Redis). When false the engine still returns at the deadline.
+func (r *Redis) HonoursDeadline() bool { return !r.detach }
 
 // Eval implements Backend.
 func (r *Redis) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
+	return r.bounded(ctx, func() (any, error) { return r.eval(ctx, s, keys, argv) })
+}
+
+// bounded runs f, a call on the client with ctx, and returns when it does or, for a client
+// that ignores contexts, when ctx ends.
+func (r *Redis) bounded(ctx context.Context, f func() (any, error)) (any, error) {
+	if !r.detach {
+		return f()
+	}
+	type result struct {
+		v   any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case res := <-done:
+		return res.v, res.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (r *Redis) eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
 	args := make([]any, len(argv))
 	for i, a := range argv {
 		args[i] = a
@@ -50,12 +105,15 @@ func (r *Redis) Del(ctx context.Context, keys ...string) error {
 	if !ok {
 		return errors.New("engine: the Redis client cannot DEL")
 	}
-	for _, k := range keys {
-		if err := c.Del(ctx, k).Err(); err != nil {
-			return err
+	_, err := r.bounded(ctx, func() (any, error) {
+		for _, k := range keys {
+			if err := c.Del(ctx, k).Err(); err != nil {
+				return nil, err
+			}
 		}
-	}
-	return nil
+		return nil, nil
+	})
+	return err
 }
 
 func isNoScript(err error) bool {
@@ -64,10 +122,15 @@ func isNoScript(err error) bool {
 }
 
 // Local is a Backend that runs scripts in-process on a luahost.Host, for single-instance
-// services, the on_error = "local" fallback, and simulations on a virtual clock.
+// services, the on_error = "local" fallback, and simulations on a virtual clock. It cannot
+// stall on a network, so the engine's decision deadline does not apply to it (luahost's own
+// script timeout stops a runaway script).
 type Local struct {
 	h *luahost.Host
 }
+
+// inProcess marks backends that the decision deadline does not apply to.
+func (*Local) inProcess() {}
 
 // NewLocal returns a Backend on h.
 func NewLocal(h *luahost.Host) *Local { return &Local{h: h} }

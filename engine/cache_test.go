@@ -10,22 +10,22 @@ import (
 	"github.com/rlctl/rlctl/luahost"
 )
 
-// countingBackend counts the calls that reach a backend.
+// countingBackend counts the calls that reach an in-process backend.
 type countingBackend struct {
-	Backend
+	*Local
 	calls atomic.Int64
 }
 
 func (c *countingBackend) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
 	c.calls.Add(1)
-	return c.Backend.Eval(ctx, s, keys, argv)
+	return c.Local.Eval(ctx, s, keys, argv)
 }
 
 // TestDenyCache: within a denial's retry-after the engine answers from memory; at the
 // retry-after it asks the backend again, and the request passes.
 func TestDenyCache(t *testing.T) {
 	clock := newFrozen()
-	b := &countingBackend{Backend: NewLocal(luahost.New(luahost.WithClock(clockFunc(clock.now))))}
+	b := &countingBackend{Local: NewLocal(luahost.New(luahost.WithClock(clockFunc(clock.now))))}
 	e := New(b, compile(t, `
 policy "c" {
   rule "r" {
@@ -61,38 +61,5 @@ policy "c" {
 	clock.advance(600 * time.Millisecond)
 	if d, _ = e.Allow(ctx, req); !d.Allowed || d.Source != FromBackend {
 		t.Fatalf("at the retry-after: %+v", d)
-	}
-}
-
-// TestBreaker: after the threshold of failures the circuit opens; during the cooldown no
-// call reaches the backend; then one probe goes through and a success closes it.
-func TestBreaker(t *testing.T) {
-	b := breaker{threshold: 3, cooldown: time.Second}
-	t0 := time.Unix(0, 0)
-	for i := range 3 {
-		if !b.allow(t0) {
-			t.Fatalf("closed breaker refused call %d", i+1)
-		}
-		b.failure(t0)
-	}
-	if b.allow(t0.Add(999 * time.Millisecond)) {
-		t.Fatal("open breaker let a call through")
-	}
-	if !b.allow(t0.Add(time.Second)) {
-		t.Fatal("no probe after the cooldown")
-	}
-	if b.allow(t0.Add(time.Second)) {
-		t.Fatal("two probes at once")
-	}
-	b.failure(t0.Add(time.Second))
-	if b.allow(t0.Add(1500 * time.Millisecond)) {
-		t.Fatal("a failed probe must reopen the breaker")
-	}
-	if !b.allow(t0.Add(2 * time.Second)) {
-		t.Fatal("no second probe")
-	}
-	b.success()
-	if !b.allow(t0.Add(2*time.Second)) || !b.allow(t0.Add(2*time.Second)) {
-		t.Fatal("a successful probe must close the breaker")
 	}
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
-	"github.com/rlctl/rlctl/luahost"
 )
 
 // Engine decides requests against a Plan. It is safe for concurrent use.
@@ -32,6 +29,8 @@ type Engine struct {
 	hooks   Hooks
 	br      breaker
 	cache   *denyCache
+	server  serverClock
+	logs    logLimiter
 
 	leasePrefix string
 	leaseSeq    atomic.Uint64
@@ -44,24 +43,31 @@ type Hooks struct {
 	// Decided is called with every decision.
 	Decided func(*Decision)
 	// Degraded is called when a backend failure made a policy decide by its on_error mode
-	// ("allow", "deny" or "local").
+	// ("allow", "deny" or "local"); err is the failure (Classify tells its class).
 	Degraded func(policy, mode string, err error)
+	// Breaker is called when the circuit breaker changes state.
+	Breaker func(from, to BreakerState)
 }
 
 // Option configures an Engine.
 type Option func(*Engine)
 
 // WithTimeout sets the decision deadline for a backend call (default 50ms): a hung Redis
-// never holds a caller longer; a call past it counts as a backend failure. It does not apply
-// to the in-process Local backend, which cannot hang on a network and whose runaway
-// scripts luahost's own script timeout stops.
+// never holds a caller longer, whatever the client's configuration (see Redis); a call past
+// it is a backend failure. The deadline also travels to the server in the call, so a call
+// the server runs after the engine stopped waiting (it sat in a stalled server's queue)
+// charges nothing. A caller's own context deadline, when sooner, takes its place. 0
+// disables it. It does not apply to the in-process Local backend, which cannot hang on a
+// network and whose runaway scripts luahost's own script timeout stops.
 func WithTimeout(d time.Duration) Option { return func(e *Engine) { e.timeout = d } }
 
 // WithClock sets the clock of client-clock policies, the deny cache and the breaker
 // (default time.Now). Server-clock policies read Redis TIME (or the local host's clock).
 func WithClock(now func() time.Time) Option { return func(e *Engine) { e.clock = now } }
 
-// WithLogger sets where degraded decisions are logged (default: discarded).
+// WithLogger sets where the engine logs backend failures, breaker changes and script
+// errors (default: discarded). Failures are logged at most once a second per policy and
+// kind, with the count of those not logged.
 func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
 
 // WithHooks sets metric hooks.
@@ -69,7 +75,9 @@ func WithHooks(h Hooks) Option { return func(e *Engine) { e.hooks = h } }
 
 // WithBreaker opens the circuit after failures consecutive backend failures: for cooldown
 // no request reaches the backend, and policies decide by their on_error mode; then one
-// request probes. Default: 5 failures, 1s.
+// request probes, and its outcome closes or reopens the circuit. Only backend failures
+// count: a caller that cancels its context, or a script error (the server answered), never
+// does. Default: 5 failures, 1s.
 func WithBreaker(failures int, cooldown time.Duration) Option {
 	return func(e *Engine) { e.br.threshold, e.br.cooldown = int64(max(failures, 1)), cooldown }
 }
@@ -110,6 +118,17 @@ func New(backend Backend, plan *Plan, opts ...Option) *Engine {
 	e.leasePrefix = hex.EncodeToString(id[:]) + "-"
 	for _, o := range opts {
 		o(e)
+	}
+	e.br.changed = func(from, to BreakerState) {
+		e.log.Warn("rlctl: backend circuit "+to.String(), "from", from.String())
+		if e.hooks.Breaker != nil {
+			e.hooks.Breaker(from, to)
+		}
+	}
+	if r, ok := backend.(*Redis); ok && r.detach && e.timeout > 0 {
+		e.log.Warn("rlctl: the Redis client does not end calls at their context's deadline; " +
+			"the engine returns at its deadline anyway, but each abandoned call keeps a connection " +
+			"until the client's ReadTimeout: set ContextTimeoutEnabled: true in the client's options")
 	}
 	return e
 }
@@ -173,14 +192,6 @@ type heldLease struct {
 	local bool
 }
 
-// Errors of bad requests. Backend failures are not errors: policies decide by on_error.
-var (
-	// ErrRequest wraps a failure to evaluate a policy expression for a request.
-	ErrRequest = errors.New("engine: bad request")
-	// ErrScript wraps an error reply of the engine script: a bug or a plan/server mismatch.
-	ErrScript = errors.New("engine: script error")
-)
-
 // Attrs is a request given as a map of attribute names to values; any type with an
 // Attr(name string) string method serves as well (and costs no map).
 type Attrs map[string]string
@@ -204,24 +215,6 @@ func (e *Engine) AllowN(ctx context.Context, r dsl.Request, n int64) (*Decision,
 // Peek reports what Allow would decide without charging anything.
 func (e *Engine) Peek(ctx context.Context, r dsl.Request) (*Decision, error) {
 	return e.decide(ctx, r, 0)
-}
-
-// Release gives back the concurrency leases an allowed decision holds. It is idempotent.
-func (e *Engine) Release(ctx context.Context, d *Decision) error {
-	held := d.held
-	d.held = nil
-	var errs []error
-	for _, h := range held {
-		c := algorithms.Call{Op: algorithms.OpRefund, Now: h.now, Rules: []algorithms.Rule{h.rule}}
-		b := e.backend
-		if h.local {
-			b = e.localBackend()
-		}
-		if _, err := e.run(ctx, b, &c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // Reset deletes the state of every rule that applies to r, as if it had never been seen.
@@ -373,10 +366,6 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 			return d, nil
 		}
 	}
-	type charged struct {
-		call  algorithms.Call
-		local bool
-	}
 	var done []charged
 	for _, g := range e.groups(rules) {
 		call := algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime, Rules: make([]algorithms.Rule, len(g.idx))}
@@ -386,12 +375,14 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 		for k, i := range g.idx {
 			call.Rules[k] = rules[i].call
 		}
-		rep, src, ferr, err := e.check(ctx, &call, rules, g)
+		res, err := e.check(ctx, &call, rules, g)
 		if err != nil {
+			e.refund(ctx, done)
 			return nil, err
 		}
-		if src != FromBackend {
-			d.Source, d.Err = src, ferr
+		rep := res.rep
+		if res.src != FromBackend {
+			d.Source, d.Err = res.src, res.err
 		}
 		for k, i := range g.idx {
 			d.Rules[i].evaluated = true
@@ -404,27 +395,27 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 			d.Allowed = false
 			break
 		}
-		local := src == FromLocal
-		done = append(done, charged{call: call, local: local})
-		for k, i := range g.idx {
-			if hasLease(rules[i].call.Algorithm) && call.Rules[k].Cost > 0 {
-				d.held = append(d.held, heldLease{rule: call.Rules[k], now: rep.Now, local: local})
+		// What this group charged, and where: every rule on the backend, or after a
+		// failure only the rules the local fallback ran.
+		c := charged{call: algorithms.Call{Op: algorithms.OpRefund, Now: rep.Now}, local: res.src != FromBackend}
+		for k := range call.Rules {
+			if res.src == FromBackend || res.onLocal[k] {
+				c.call.Rules = append(c.call.Rules, call.Rules[k])
 			}
 		}
-		done[len(done)-1].call.Now = rep.Now
+		if len(c.call.Rules) == 0 {
+			continue
+		}
+		done = append(done, c)
+		for _, r := range c.call.Rules {
+			if hasLease(r.Algorithm) && r.Cost > 0 {
+				d.held = append(d.held, heldLease{rule: r, now: rep.Now, local: c.local})
+			}
+		}
 	}
 	if !d.Allowed {
 		// Cluster compensation: groups already charged give their charge back.
-		for _, c := range done {
-			c.call.Op = algorithms.OpRefund
-			b := e.backend
-			if c.local {
-				b = e.localBackend()
-			}
-			if _, err := e.run(context.WithoutCancel(ctx), b, &c.call); err != nil {
-				e.log.Warn("rlctl: refund after a denied slot group failed", "err", err)
-			}
-		}
+		e.refund(ctx, done)
 		d.held = nil
 		// Slot groups after the denying one never ran: leave their rules out.
 		d.Rules = slices.DeleteFunc(d.Rules, func(r RuleResult) bool { return !r.evaluated })
@@ -466,155 +457,6 @@ func usToDuration(us int64) time.Duration {
 		return Never
 	}
 	return time.Duration(us) * time.Microsecond
-}
-
-// check runs one group's call on the backend, or decides it by the policies' on_error when
-// the backend fails or the breaker is open.
-func (e *Engine) check(ctx context.Context, call *algorithms.Call, rules []pending, g group) (algorithms.Reply, Source, error, error) {
-	var ferr error
-	if e.br.allow(e.clock()) {
-		rep, err := e.run(ctx, e.backend, call)
-		if err == nil {
-			e.br.success()
-			return rep, FromBackend, nil, nil
-		}
-		if errors.Is(err, ErrScript) {
-			return algorithms.Reply{}, 0, nil, err
-		}
-		e.br.failure(e.clock())
-		ferr = err
-	} else {
-		ferr = errBreakerOpen
-	}
-	return e.degrade(ctx, call, rules, g, ferr)
-}
-
-var errBreakerOpen = errors.New("engine: backend circuit open")
-
-// degrade decides a group whose backend failed. Each policy in the group decides by its
-// on_error: "local" rules run on the in-process fallback, "allow" rules allow, "deny" rules
-// deny with the breaker's cooldown as retry-after.
-func (e *Engine) degrade(ctx context.Context, call *algorithms.Call, rules []pending, g group, ferr error) (algorithms.Reply, Source, error, error) {
-	rep := algorithms.Reply{Allowed: true, Rules: make([]algorithms.RuleResult, len(call.Rules)), Now: e.clock().UnixMicro()}
-	src := FromFailOpen
-	var localIdx []int
-	seen := map[string]bool{}
-	for k, i := range g.idx {
-		p := rules[i].policy
-		mode := p.OnError
-		if mode == "" {
-			mode = dsl.OnErrorAllow
-		}
-		if !seen[p.Name] {
-			seen[p.Name] = true
-			e.log.Warn("rlctl: backend failed; deciding by on_error", "policy", p.Name, "mode", mode, "err", ferr)
-			if e.hooks.Degraded != nil {
-				e.hooks.Degraded(p.Name, mode, ferr)
-			}
-		}
-		switch mode {
-		case dsl.OnErrorLocal:
-			localIdx = append(localIdx, k)
-		case dsl.OnErrorDeny:
-			rep.Rules[k] = algorithms.RuleResult{RetryAfter: e.br.cooldown.Microseconds()}
-			if !call.Rules[k].Shadow {
-				rep.Allowed = false
-			}
-			src = FromFailDeny
-		default:
-			rep.Rules[k] = algorithms.RuleResult{Allowed: true}
-		}
-	}
-	if len(localIdx) > 0 {
-		lc := algorithms.Call{Op: call.Op, Now: call.Now, Rules: make([]algorithms.Rule, len(localIdx))}
-		for j, k := range localIdx {
-			lc.Rules[j] = call.Rules[k]
-		}
-		lrep, err := e.run(ctx, e.localBackend(), &lc)
-		if err != nil {
-			return algorithms.Reply{}, 0, nil, err
-		}
-		for j, k := range localIdx {
-			rep.Rules[k] = lrep.Rules[j]
-		}
-		if !lrep.Allowed {
-			rep.Allowed = false
-		}
-		rep.Now = lrep.Now
-		if src == FromFailOpen {
-			src = FromLocal
-		}
-	}
-	if !rep.Allowed {
-		for k := range rep.Rules {
-			if !rep.Rules[k].Allowed && !call.Rules[k].Shadow {
-				rep.Decider = k + 1
-				break
-			}
-		}
-	}
-	return rep, src, ferr, nil
-}
-
-func (e *Engine) localBackend() Backend {
-	e.loadLocal.Do(func() {
-		if e.local == nil {
-			e.local = NewLocal(luahost.New(luahost.WithClock(clockFunc(e.clock))))
-		}
-	})
-	return e.local
-}
-
-type clockFunc func() time.Time
-
-func (f clockFunc) Now() time.Time { return f() }
-
-// run sends one call to b within the decision deadline and decodes the reply. Reply errors
-// of the script are ErrScript; anything else is a backend failure.
-func (e *Engine) run(ctx context.Context, b Backend, c *algorithms.Call) (algorithms.Reply, error) {
-	argv, err := c.Argv()
-	if err != nil {
-		return algorithms.Reply{}, fmt.Errorf("%w: %v", ErrRequest, err)
-	}
-	if _, inProcess := b.(*Local); e.timeout > 0 && !inProcess {
-		// A caller's own deadline that comes first already bounds the call: no timer needed.
-		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > e.timeout {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, e.timeout)
-			defer cancel()
-		}
-	}
-	v, err := b.Eval(ctx, e.plan.script, c.Keys(), argv)
-	if err != nil {
-		if isScriptError(err) {
-			return algorithms.Reply{}, fmt.Errorf("%w: %v", ErrScript, err)
-		}
-		return algorithms.Reply{}, err
-	}
-	if c.Op == algorithms.OpRefund {
-		return algorithms.Reply{Allowed: true}, nil
-	}
-	rep, err := algorithms.DecodeReply(v, len(c.Rules))
-	if err != nil {
-		return algorithms.Reply{}, fmt.Errorf("%w: %v", ErrScript, err)
-	}
-	return rep, nil
-}
-
-// isScriptError reports whether err is an error reply of the script itself, as opposed to
-// a server that cannot run it now (LOADING, BUSY, cluster and replica states).
-func isScriptError(err error) bool {
-	var re interface{ RedisError() }
-	if !errors.As(err, &re) {
-		return false
-	}
-	msg := err.Error()
-	for _, transient := range []string{"LOADING", "BUSY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "MOVED", "ASK", "NOREPLICAS"} {
-		if strings.HasPrefix(msg, transient) {
-			return false
-		}
-	}
-	return true
 }
 
 // window derives RuleResult.Window from a rule's wire parameters: a Duration parameter

@@ -1,19 +1,26 @@
 -- rlctl engine script: dispatcher (the script's main body).
 --
 -- KEYS: one key per rule, in rule order. Keys must be distinct.
--- ARGV: [1] protocol version ("1")
+-- ARGV: [1] protocol version ("2")
 --       [2] op: "check" (decide and charge, all or nothing) or "refund" (undo a charge)
 --       [3] now in microseconds, or "" to read the server clock (TIME)
---       [4] number of rules n (= #KEYS)
+--       [4] deadline: the server-clock instant in microseconds after which the caller no
+--           longer waits for this call, or "" for none
+--       [5] number of rules n (= #KEYS)
 --       then per rule: algorithm name, cost (integer >= 0), flags (bit 1: shadow),
 --       and the algorithm's parameters (a fixed count per algorithm).
--- Reply (check): {allowed, deciding rule (1-based, 0 when allowed), now_us,
+-- Reply (check): {allowed, deciding rule (1-based, 0 when allowed), now_us, server_us,
 --                 then per rule: allowed, remaining, retry_after_us, reset_after_us, limit}
+--   now_us is the instant the rules were decided at (ARGV[3], or the server clock);
+--   server_us is the server clock (TIME), which callers use to place their deadlines.
 --   retry_after_us is 0 for a rule that allows and -1 when the cost can never fit.
 --   Per-rule values describe the key after this call: charged when the call is allowed,
 --   untouched (as if peeked) when it is denied.
--- Reply (refund): {1, 0, now_us}.
--- Errors: an error reply starting with "RLCTL" for any malformed ARGV.
+-- Reply (refund): {1, 0, now_us, server_us}.
+-- Errors: an error reply starting with "RLCTL" for any malformed ARGV, and
+--   "RLCTL deadline passed" when the server runs the call after its deadline (a call that
+--   waited in a stalled server's queue while its caller gave up): nothing is written, so a
+--   call nobody waits for any more charges nothing.
 
 local function int_arg(s, min)
   local v = tonumber(s)
@@ -31,23 +38,33 @@ if op ~= 'check' and op ~= 'refund' then
   return redis.error_reply('RLCTL unknown op ' .. tostring(op))
 end
 
-local now
-if ARGV[3] == '' then
-  if redis.replicate_commands then
-    redis.replicate_commands()
-  end
-  local t = call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
+-- The server clock is read once, before any write (scripts that read TIME must replicate
+-- their effects, which Redis >= 5 does by default and older servers do on request).
+if redis.replicate_commands then
+  redis.replicate_commands()
+end
+local t = call('TIME')
+local server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = server_now
+if ARGV[3] ~= '' then
   now = int_arg(ARGV[3], 0)
   if now == nil then
     return redis.error_reply('RLCTL bad now_us ' .. tostring(ARGV[3]))
   end
 end
+if ARGV[4] ~= '' then
+  local deadline = int_arg(ARGV[4], 0)
+  if deadline == nil then
+    return redis.error_reply('RLCTL bad deadline ' .. tostring(ARGV[4]))
+  end
+  if server_now > deadline then
+    return redis.error_reply('RLCTL deadline passed: the caller stopped waiting before the server ran the call; nothing was charged')
+  end
+end
 
-local n = int_arg(ARGV[4], 0)
+local n = int_arg(ARGV[5], 0)
 if n == nil or n ~= #KEYS then
-  return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[4]) .. ' does not match ' .. #KEYS .. ' keys')
+  return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[5]) .. ' does not match ' .. #KEYS .. ' keys')
 end
 
 -- Parse every rule before touching any key. Each algorithm the call uses is instantiated
@@ -55,7 +72,7 @@ end
 -- refund. Rule r lives at rs[4r-3 .. 4r]: its algorithm's index i, cost, shadow flag and
 -- parameters. Flat arrays keep a call's allocations low.
 local rs, loaded = {}, {}
-local a = 5
+local a = 6
 for r = 1, n do
   local name = ARGV[a]
   local base = 0
@@ -121,12 +138,12 @@ if op == 'refund' then
       refund(KEYS[r], now, rs[4 * r - 2], rs[4 * r])
     end
   end
-  return {1, 0, now}
+  return {1, 0, now, server_now}
 end
 
 -- Phase 1: check every rule; no writes. Pending writes go in `pending` (false: none).
 local allowed, decider = 1, 0
-local out = {0, 0, 0}
+local out = {0, 0, 0, 0}
 local pending = {}
 for r = 1, n do
   local ok, remaining, retry, reset, limit, write = loaded[rs[4 * r - 3] + 3](KEYS[r], now, rs[4 * r - 2], rs[4 * r])
@@ -134,7 +151,7 @@ for r = 1, n do
     allowed, decider = 0, r
   end
   pending[r] = write or false
-  local o = r * 5 - 1
+  local o = r * 5
   out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset, limit
 end
 
@@ -148,11 +165,11 @@ if allowed == 1 then
 else
   -- Rules that would have allowed were not charged: report their state as a peek.
   for r = 1, n do
-    if out[r * 5 - 1] == 1 and rs[4 * r - 2] > 0 then
+    if out[r * 5] == 1 and rs[4 * r - 2] > 0 then
       local _, remaining, _, reset = loaded[rs[4 * r - 3] + 3](KEYS[r], now, 0, rs[4 * r])
-      out[r * 5], out[r * 5 + 2] = remaining, reset
+      out[r * 5 + 1], out[r * 5 + 3] = remaining, reset
     end
   end
 end
-out[1], out[2], out[3] = allowed, decider, now
+out[1], out[2], out[3], out[4] = allowed, decider, now, server_now
 return out

@@ -21,7 +21,7 @@
 -- (Lua 5.1 prints them with %.14g); they reach Redis only as redis.call arguments, which
 -- Redis formats exactly.
 
-local PROTOCOL = "1"
+local PROTOCOL = "2"
 local MAX_INT = 9007199254740992 -- 2^53
 local call = redis.call
 local tonumber = tonumber
