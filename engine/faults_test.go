@@ -255,7 +255,9 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	}
 	defer closeClients()
 
-	leaseReq := Attrs{"kind": "lease", "user": "L"}
+	// Keys of their own: the cluster serves every run of TestClusterNodeDown.
+	run := fmt.Sprint("r", faultRuns.Add(1), "-")
+	leaseReq := Attrs{"kind": "lease", "user": run + "lease"}
 	var leaseKey string
 	{
 		var wg sync.WaitGroup
@@ -278,7 +280,7 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 		env.target = nodeFor(leaseKey)
 	}
 
-	l := &faultLoad{f: f, mode: mode, e: e, stop: make(chan struct{})}
+	l := &faultLoad{f: f, mode: mode, e: e, run: run, stop: make(chan struct{})}
 	l.callers = make([]tally, faultCallers)
 	for i := range faultCallers {
 		l.wg.Go(func() { l.caller(i, f.cancel && i%2 == 1) })
@@ -348,7 +350,7 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 		if f.cancel && i%2 == 1 {
 			continue
 		}
-		d := peekFromRedis(t, e, Attrs{"kind": "rate", "user": callerKey(i)})
+		d := peekFromRedis(t, e, Attrs{"kind": "rate", "user": l.callerKey(i)})
 		if d == nil {
 			continue
 		}
@@ -410,13 +412,17 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	return row
 }
 
-func callerKey(i int) string { return fmt.Sprintf("c%02d", i) }
+// faultRuns numbers the runs of runFault in the test binary.
+var faultRuns atomic.Int64
+
+func (l *faultLoad) callerKey(i int) string { return fmt.Sprintf("%sc%02d", l.run, i) }
 
 // faultLoad is the callers' side of a run.
 type faultLoad struct {
 	f    fault
 	mode string
 	e    *Engine
+	run  string // prefix of the run's keys
 	stop chan struct{}
 	wg   sync.WaitGroup
 
@@ -431,7 +437,7 @@ type faultLoad struct {
 // caller cancels it at a random point of the call (before, during or after).
 func (l *faultLoad) caller(i int, cancels bool) {
 	s := &l.callers[i]
-	req := Attrs{"kind": "rate", "user": callerKey(i)}
+	req := Attrs{"kind": "rate", "user": l.callerKey(i)}
 	for range faultMaxCalls {
 		select {
 		case <-l.stop:
