@@ -66,13 +66,15 @@
 //
 // # Failures
 //
-// A Redis failure is not an error here: each policy's on_error already decided the
-// request. Decisions made without the backend (on_error "allow" or "deny") have no
-// counters, so they send no RateLimit fields. The engine returns an error only when a
-// policy expression fails for the request (engine.ErrRequest) or the script fails
-// (engine.ErrScript). By default the middleware then answers 500 with a problem document
-// and does not run the handler: failing open would let any request that breaks an
-// expression bypass every limit. WithErrorHandler changes that.
+// A Redis failure or a script error is not an error here: each policy's on_error already
+// decided the request. Decisions made without the backend (on_error "allow" or "deny")
+// have no counters, so they send no RateLimit fields. The engine returns an error only when
+// a policy expression fails for the request (engine.ErrRequest), or when the request's
+// context ended before a decision (the client went away, or a server-side deadline
+// passed). By default the middleware then answers 500 (a bad request expression) or 503
+// (the context ended) with a problem document and does not run the handler: failing open
+// would let any request that breaks an expression bypass every limit. WithErrorHandler
+// changes that.
 //
 // # Concurrency leases
 //

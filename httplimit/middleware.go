@@ -104,9 +104,9 @@ func WithDeniedHandler(f func(w http.ResponseWriter, r *http.Request, d *engine.
 }
 
 // WithErrorHandler sets what happens when the engine cannot decide a request (err wraps
-// engine.ErrRequest or engine.ErrScript). f either writes a response, or calls
-// next.ServeHTTP(w, r) to serve the request unlimited. The default answers 500 with a
-// problem document and does not run next.
+// engine.ErrRequest, or is the request context's error). f either writes a response, or
+// calls next.ServeHTTP(w, r) to serve the request unlimited. The default answers 500 (503
+// when the context ended) with a problem document and does not run next.
 func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error, next http.Handler)) Option {
 	return func(c *config) { c.onError = f }
 }

@@ -1,7 +1,9 @@
 package httplimit
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -120,8 +122,18 @@ func per(w time.Duration) string {
 	return " per " + s
 }
 
-// internalError is the default engine-error response: 500, the handler not run.
-func internalError(w http.ResponseWriter, _ *http.Request, _ error, _ http.Handler) {
+// internalError is the default engine-error response, the handler not run: 503 when the
+// request's context ended first, else 500.
+func internalError(w http.ResponseWriter, r *http.Request, err error, _ http.Handler) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		writeProblem(w, &problem{
+			Type:   "about:blank",
+			Title:  "Service Unavailable",
+			Status: http.StatusServiceUnavailable,
+			Detail: "The request ended before the rate limiter decided it.",
+		})
+		return
+	}
 	writeProblem(w, &problem{
 		Type:   "about:blank",
 		Title:  "Internal Server Error",
