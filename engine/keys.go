@@ -14,16 +14,37 @@ import (
 // policy share one slot, so one call decides them atomically. Without one, each key hashes
 // whole and lands in a slot of its own.
 //
-// Rendered values (shard and key) are request data and may hold anything. They are escaped
-// so they can never open or close a hash tag: '{', '}' and '%' and bytes outside printable
-// ASCII become %XX. A value longer than maxKeyPart bytes (after escaping) is replaced by
-// "#" and the hex SHA-256 of the raw value, so key length stays bounded.
+// Rendered values (shard and key) are request data and may hold anything. Rendering is
+// injective: two different values of a rule's key (or of a policy's shard) never give the
+// same Redis key, so no client can share, or exhaust, another client's counter by what it
+// sends. Policy and rule names are identifiers (no ':', '{' or '}'), the shard ends at the
+// first '}' and the key is the rest, so each part is recovered from the key, and within a
+// part:
+//
+//   - '{', '}', '%', '#' and bytes outside printable ASCII become %XX (upper-case hex). A
+//     rendered value therefore never holds a brace, and can never open or close a hash tag:
+//     a sharded policy's keys always land in the slot of "{<shard>}".
+//   - A value longer than maxKeyPart bytes after escaping becomes "#" and the hex SHA-256
+//     of the raw value, so key length stays bounded. Escaping turns every '#' of a value
+//     into %23, so only this form starts with '#' and no value can forge it.
+//   - The empty shard is written "-" (the tag is never "{}", which Redis would ignore), so
+//     a shard that is "-" itself is written %2D.
+//
+// Everything else, '-' and ':' included, is kept as is, so common values (addresses,
+// identifiers, "tenant:user") appear in keys unchanged. Rendering is injective in the
+// string the policy's expression gives; how expressions turn request attributes into that
+// string (and which attribute values they merge on purpose, such as lower()) is described
+// by dsl.Expr.
 const maxKeyPart = 128
 
 // keyPrefix is the namespace of every engine key.
 const keyPrefix = "rl:"
 
-// appendPart appends the escaped form of v to b.
+// emptyShard is how the empty shard is written; a shard of this value is escaped.
+const emptyShard = "-"
+
+// appendPart appends the escaped form of v to b: v itself when it needs no escaping, %XX
+// escapes, or the hash form of a long value.
 func appendPart(b []byte, v string) []byte {
 	n := 0
 	for i := 0; i < len(v); i++ {
@@ -41,11 +62,9 @@ func appendPart(b []byte, v string) []byte {
 	if n == len(v) {
 		return append(b, v...)
 	}
-	const digits = "0123456789ABCDEF"
 	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if needsEscape(c) {
-			b = append(b, '%', digits[c>>4], digits[c&15])
+		if c := v[i]; needsEscape(c) {
+			b = appendEscape(b, c)
 		} else {
 			b = append(b, c)
 		}
@@ -53,8 +72,16 @@ func appendPart(b []byte, v string) []byte {
 	return b
 }
 
+// appendEscape appends %XX, the escape of c.
+func appendEscape(b []byte, c byte) []byte {
+	const digits = "0123456789ABCDEF"
+	return append(b, '%', digits[c>>4], digits[c&15])
+}
+
+// needsEscape reports whether c is written %XX: the hash tag's braces, the escape and hash
+// form markers, and everything but printable ASCII.
 func needsEscape(c byte) bool {
-	return c == '{' || c == '}' || c == '%' || c < 0x21 || c > 0x7e
+	return c == '{' || c == '}' || c == '%' || c == '#' || c < 0x21 || c > 0x7e
 }
 
 // renderKey appends to buf[:0] the Redis key of a rule for one request; shard is used only
@@ -73,11 +100,15 @@ func renderKey(buf []byte, policy, rule string, sharded bool, shard, key string)
 	return appendPart(buf, key)
 }
 
-// shardTag appends the escaped shard value; an empty value becomes "-" so that the tag is
-// never "{}", which Redis would ignore.
+// shardTag appends the escaped shard value; the empty value becomes emptyShard so that the
+// tag is never "{}", which Redis would ignore, and a value equal to emptyShard is escaped
+// so that it stays distinct from the empty one.
 func shardTag(b []byte, shard string) []byte {
-	if shard == "" {
-		return append(b, '-')
+	switch shard {
+	case "":
+		return append(b, emptyShard...)
+	case emptyShard:
+		return appendEscape(b, emptyShard[0])
 	}
 	return appendPart(b, shard)
 }

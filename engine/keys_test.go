@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,9 @@ func TestRenderKey(t *testing.T) {
 		{"braces in shard", "x}y", "k", true, "rl:{x%7Dy}:api:per_ip:k"},
 		{"percent and space", "", "50% off", false, "rl:api:per_ip:50%25%20off"},
 		{"binary", "", "\x00\xff", false, "rl:api:per_ip:%00%FF"},
+		{"hash sign", "#1", "#k", true, "rl:{%231}:api:per_ip:%23k"},
+		{"dash shard", "-", "u1", true, "rl:{%2D}:api:per_ip:u1"},
+		{"dashes and colons kept", "a-b", "t:u-1", true, "rl:{a-b}:api:per_ip:t:u-1"},
 		{"long", "", long, false, "rl:api:per_ip:#aa20c23e3201834050679e1d88941b9a6fed0557c9a705cb2c315e2e63fd486d"},
 	}
 	for _, c := range cases {
@@ -51,6 +56,142 @@ func TestHostileKeysKeepTheirSlot(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestHashFormCannotBeForged: a short value that spells the hash form of a long one does
+// not share its key, nor does any value starting with '#'.
+func TestHashFormCannotBeForged(t *testing.T) {
+	long := strings.Repeat("x", 200)
+	sum := sha256.Sum256([]byte(long))
+	forged := "#" + hex.EncodeToString(sum[:])
+	for _, sharded := range []bool{false, true} {
+		victim := string(renderKey(nil, "p", "r", sharded, long, long))
+		attacker := string(renderKey(nil, "p", "r", sharded, forged, forged))
+		if victim == attacker {
+			t.Fatalf("sharded %v: %q renders as the hash of a long value: %q", sharded, forged, victim)
+		}
+	}
+	for _, v := range []string{forged, "#", "#x", strings.Repeat("#", 42)} {
+		if got := string(appendPart(nil, v)); strings.HasPrefix(got, "#") {
+			t.Errorf("%q renders as %q, which starts like a hash", v, got)
+		}
+	}
+}
+
+// TestShardDashIsNotTheEmptyShard: the empty shard is written "-", so the shard "-" must be
+// written otherwise.
+func TestShardDashIsNotTheEmptyShard(t *testing.T) {
+	empty := string(renderKey(nil, "p", "r", true, "", "k"))
+	dash := string(renderKey(nil, "p", "r", true, "-", "k"))
+	if empty == dash {
+		t.Fatalf("shards \"\" and \"-\" share the key %q", empty)
+	}
+}
+
+// FuzzRenderKey: rendering is injective in (shard, key), every rendered key parses back to
+// its values (the escapes decode, the hash form is the SHA-256 of a value too long to
+// escape), no brace comes from a value, and a sharded key lands in the slot of its tag.
+// The seed corpus is in testdata/fuzz/FuzzRenderKey.
+func FuzzRenderKey(f *testing.F) {
+	f.Fuzz(func(t *testing.T, shard1, key1, shard2, key2 string) {
+		for _, sharded := range []bool{false, true} {
+			a := string(renderKey(nil, "pol", "rule", sharded, shard1, key1))
+			b := string(renderKey(nil, "pol", "rule", sharded, shard2, key2))
+			checkKey(t, a, sharded, shard1, key1)
+			checkKey(t, b, sharded, shard2, key2)
+			same := key1 == key2 && (!sharded || shard1 == shard2)
+			if (a == b) != same {
+				t.Fatalf("sharded %v: (%q, %q) renders %q, (%q, %q) renders %q", sharded, shard1, key1, a, shard2, key2, b)
+			}
+		}
+	})
+}
+
+// checkKey parses k, the key rendered for shard and key in policy "pol" rule "rule", and
+// fails t unless it holds exactly those values.
+func checkKey(t *testing.T, k string, sharded bool, shard, key string) {
+	t.Helper()
+	rest, ok := strings.CutPrefix(k, keyPrefix)
+	if !ok {
+		t.Fatalf("%q lacks the prefix %q", k, keyPrefix)
+	}
+	braces := 0
+	if sharded {
+		braces = 1
+		tag, after, ok := strings.Cut(strings.TrimPrefix(rest, "{"), "}")
+		if !ok || !strings.HasPrefix(rest, "{") || !strings.HasPrefix(after, ":") {
+			t.Fatalf("%q: no hash tag after the prefix", k)
+		}
+		switch {
+		case shard == "" && tag != emptyShard:
+			t.Fatalf("%q: empty shard written %q, want %q", k, tag, emptyShard)
+		case shard != "":
+			checkPart(t, k, tag, shard)
+		}
+		if got, want := Slot(k), int(crc16(tag)&16383); tag == "" || got != want {
+			t.Fatalf("%q: slot %d, want %d, the slot of {%s}", k, got, want, tag)
+		}
+		rest = after[1:]
+	}
+	if n, m := strings.Count(k, "{"), strings.Count(k, "}"); n != braces || m != braces {
+		t.Fatalf("%q holds %d '{' and %d '}', want %d of each", k, n, m, braces)
+	}
+	part, ok := strings.CutPrefix(rest, "pol:rule:")
+	if !ok {
+		t.Fatalf("%q: policy and rule not where expected", k)
+	}
+	checkPart(t, k, part, key)
+}
+
+// checkPart fails t unless part, from key k, is the rendering of v: its escapes decode to
+// v, or it is the hash form and v is too long to escape.
+func checkPart(t *testing.T, k, part, v string) {
+	t.Helper()
+	if len(part) > maxKeyPart {
+		t.Fatalf("%q: part %q longer than %d bytes", k, part, maxKeyPart)
+	}
+	if strings.HasPrefix(part, "#") {
+		sum := sha256.Sum256([]byte(v))
+		if part != "#"+hex.EncodeToString(sum[:]) || len(escapeAll(v)) <= maxKeyPart {
+			t.Fatalf("%q: %q is not the hash form of %q", k, part, v)
+		}
+		return
+	}
+	var raw []byte
+	for i := 0; i < len(part); i++ {
+		c := part[i]
+		switch {
+		case c == '%':
+			if i+2 >= len(part) || !isUpperHex(part[i+1]) || !isUpperHex(part[i+2]) {
+				t.Fatalf("%q: bad escape in %q", k, part)
+			}
+			b, _ := hex.DecodeString(part[i+1 : i+3])
+			raw = append(raw, b[0])
+			i += 2
+		case needsEscape(c):
+			t.Fatalf("%q: unescaped %q in %q", k, c, part)
+		default:
+			raw = append(raw, c)
+		}
+	}
+	if string(raw) != v {
+		t.Fatalf("%q: part %q decodes to %q, want %q", k, part, raw, v)
+	}
+}
+
+func isUpperHex(c byte) bool { return '0' <= c && c <= '9' || 'A' <= c && c <= 'F' }
+
+// escapeAll is v with every byte that needs it escaped, whatever its length.
+func escapeAll(v string) string {
+	var b []byte
+	for i := 0; i < len(v); i++ {
+		if needsEscape(v[i]) {
+			b = appendEscape(b, v[i])
+		} else {
+			b = append(b, v[i])
+		}
+	}
+	return string(b)
 }
 
 func TestSlotMatchesRedisCluster(t *testing.T) {
