@@ -28,8 +28,38 @@ type Request interface {
 // ("${request.tenant}:${request.user}") run as Go code that reads the attributes and
 // concatenates them, with no HCL evaluation; so does lookup(<constant map>, <reference or
 // template>, <constant default>). Everything else is evaluated by HCL per request with
-// the variables request and local and the policy functions. An Expr is safe for
-// concurrent use.
+// the variables request and local and the policy functions; in a policy, a template of
+// more than one value has HCL evaluate each interpolation that is not a plain reference on
+// its own. An Expr is safe for concurrent use.
+//
+// # Keys
+//
+// A rule's key and a policy's shard are [Expr.String] of their expression, and two
+// requests share a counter exactly when those strings are equal. So that distinct
+// requests do not share one by accident, String is injective in the attribute values
+// wherever the expression does not merge them on purpose:
+//
+//   - A reference gives the attribute's bytes as they are.
+//   - A template that is the key or shard (or an interpolation in one) escapes, in each
+//     value that another value follows, '%' and the first byte other than '%' of the
+//     text between them, as %XX (upper-case hex): with "${request.a}:${request.b}",
+//     a = "x:y", b = "z" gives "x%3Ay:z" and a = "x", b = "y:z" gives "x:y:z". The last
+//     value is never escaped, so "ip:${request.ip}", and "${request.tenant}:${request.user}"
+//     with a tenant free of ':' and '%', render as written. Values with nothing but '%'
+//     between them cannot be told apart whatever is escaped; Load warns about them.
+//     A template inside a function call or a conditional is a plain string, and lookups
+//     and conditions see templates unescaped.
+//   - Functions merge what they are written to merge: lower() and upper() give "A" and
+//     "a" one key, trimspace() ignores spaces, lookup() maps many keys to one value, a
+//     conditional or coalesce() chooses, format() and join() concatenate without
+//     escaping (interpolate each value in the template instead). lower, upper and title
+//     keep bytes that are not UTF-8 as they are. jsonencode and format's %q write them as
+//     U+FFFD, as JSON requires.
+//   - HCL's strings are Unicode text in Normalization Form C: an attribute that HCL
+//     evaluates (anything but a reference or a template's plain reference) is read in
+//     NFC, so canonically equivalent values ("é" as one code point, or "e" and a
+//     combining accent) give the same result, and a lookup's key is matched in NFC. Plain
+//     references keep the bytes as sent.
 type Expr struct {
 	kind  exprKind
 	expr  hcl.Expression // the source; what HCL evaluates for kindEval
@@ -59,12 +89,21 @@ const (
 	kindEval                     // evaluated by HCL
 )
 
-// part is a piece of a template: literal text, or the attribute attr when isAttr.
+// part is a piece of a template: literal text, the attribute attr when isAttr, or the
+// value of expr. String escapes '%' and sep in a value when escape is set (see Expr).
 type part struct {
 	lit    string
 	attr   string
 	isAttr bool
+	expr   *Expr     // a value HCL evaluates on its own; nil for text and attributes
+	rng    hcl.Range // a value's source
+	sep    byte
+	escape bool
+	joined bool // nothing but '%' separates this value from the previous one
 }
+
+// isValue reports whether p is a value rather than text.
+func (p *part) isValue() bool { return p.isAttr || p.expr != nil }
 
 // scope says which per-evaluation variable an expression may read besides local: request
 // (an object of string attributes) in policies, client (a number) in traffic templates,
@@ -72,12 +111,15 @@ type part struct {
 type scope struct {
 	root string // "request", "client" or ""
 	bare bool   // root is itself the value, not an object of attributes
+	// keyed templates escape their values so that distinct values render distinct strings:
+	// keys and shards are rendered in this scope.
+	keyed bool
 	// where names the place for messages: "in a policy", "in locals".
 	where string
 }
 
 var (
-	requestScope = scope{root: "request", where: "Policy expressions can read request.<attribute> and local.<name>."}
+	requestScope = scope{root: "request", keyed: true, where: "Policy expressions can read request.<attribute> and local.<name>."}
 	clientScope  = scope{root: "client", bare: true, where: "Traffic request templates can read client (the client's number) and local.<name>."}
 	localsScope  = scope{where: "Locals are constants: they can read other locals (local.<name>) but not the request."}
 	expectScope  = scope{where: "Expectations can read local.<name> and call the scenario functions."}
@@ -94,13 +136,19 @@ type evalEnv struct {
 }
 
 // String returns the expression's value for r as a string. Numbers and bools convert as
-// in HCL ("42", "true"); a null or a collection is an error.
-func (e *Expr) String(r Request) (string, error) {
+// in HCL ("42", "true"); a null or a collection is an error. In a policy, a template
+// escapes the values that another value follows, so that distinct requests render
+// distinct strings; see Keys under [Expr].
+func (e *Expr) String(r Request) (string, error) { return e.text(r, true) }
+
+// text returns the expression's value for r as a string; when keyed, a template escapes
+// its values as String describes.
+func (e *Expr) text(r Request, keyed bool) (string, error) {
 	switch e.kind {
 	case kindAttr:
 		return r.Attr(e.attr), nil
 	case kindTemplate:
-		return e.render(r), nil
+		return e.render(r, keyed)
 	}
 	v, err := e.value(r)
 	if err != nil {
@@ -142,7 +190,11 @@ func (e *Expr) value(r Request) (cty.Value, error) {
 	case kindAttr:
 		return cty.StringVal(r.Attr(e.attr)), nil
 	case kindTemplate:
-		return cty.StringVal(e.render(r)), nil
+		s, err := e.render(r, false)
+		if err != nil {
+			return cty.NilVal, err
+		}
+		return cty.StringVal(s), nil
 	case kindLookup:
 		k, err := e.lookupKey(r)
 		if err != nil {
@@ -194,25 +246,55 @@ func bareValue(s string) cty.Value {
 	return cty.StringVal(s)
 }
 
-// render concatenates a template's parts.
-func (e *Expr) render(r Request) string {
+// render concatenates a template's parts; when keyed, it escapes the values marked escape.
+func (e *Expr) render(r Request, keyed bool) (string, error) {
 	var b strings.Builder
 	b.Grow(e.size + 16*(len(e.parts)))
 	for i := range e.parts {
 		p := &e.parts[i]
-		if p.isAttr {
-			b.WriteString(r.Attr(p.attr))
-		} else {
+		var v string
+		switch {
+		case p.isAttr:
+			v = r.Attr(p.attr)
+		case p.expr != nil:
+			s, err := p.expr.text(r, keyed)
+			if err != nil {
+				return "", err
+			}
+			v = s
+		default:
 			b.WriteString(p.lit)
+			continue
+		}
+		if keyed && p.escape {
+			writeEscaped(&b, v, p.sep)
+		} else {
+			b.WriteString(v)
 		}
 	}
-	return b.String()
+	return b.String(), nil
+}
+
+// writeEscaped writes v to b with every '%' and sep as %XX.
+func writeEscaped(b *strings.Builder, v string, sep byte) {
+	const digits = "0123456789ABCDEF"
+	start := 0
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '%' || c == sep {
+			b.WriteString(v[start:i])
+			b.WriteByte('%')
+			b.WriteByte(digits[c>>4])
+			b.WriteByte(digits[c&15])
+			start = i + 1
+		}
+	}
+	b.WriteString(v[start:])
 }
 
 // lookupKey renders a kindLookup's key, normalized as HCL normalizes strings (NFC) so the
 // table answers what lookup() would.
 func (e *Expr) lookupKey(r Request) (string, error) {
-	k, err := e.key.String(r)
+	k, err := e.key.text(r, false)
 	if err != nil {
 		return "", err
 	}
@@ -354,7 +436,22 @@ func (env *evalEnv) compile(expr hcl.Expression, sc scope, want cty.Type) (*Expr
 	if syn, ok := expr.(hclsyntax.Expression); ok {
 		env.fastPath(e, syn)
 	}
+	if e.kind == kindTemplate && sc.keyed && want == cty.String {
+		diags = append(diags, runTogether(e.parts)...)
+	}
 	return e, diags
+}
+
+// runTogether warns about the values of a keyed template that follow another value with
+// nothing but '%' between them: no escape can mark where one ends.
+func runTogether(parts []part) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, p := range parts {
+		if p.joined {
+			diags = append(diags, warnf(p.rng, "Values run together", "Nothing separates this interpolation from the one before it, so different requests can render the same string: the values \"ab\" and \"\" give \"ab\", and so do \"a\" and \"b\". In a key or shard, such requests share one counter. Put text between them, such as \":\" (%% alone does not do: it is the escape character); a value that holds the text's first character has it escaped, so distinct values stay distinct."))
+		}
+	}
+	return diags
 }
 
 // functionNames lists the policy functions.
@@ -435,20 +532,33 @@ func (env *evalEnv) fastPath(e *Expr, syn hclsyntax.Expression) {
 }
 
 // templateParts returns the parts of a template made of literal text, references to sc's
-// root and constant interpolations.
+// root and constant interpolations. In a keyed scope, a template of more than one value
+// may also interpolate other expressions, each compiled on its own, and its values are
+// marked for escaping.
 func (env *evalEnv) templateParts(syn hclsyntax.Expression, sc scope) ([]part, bool) {
 	t, ok := unparen(syn).(*hclsyntax.TemplateExpr)
 	if !ok {
 		return nil, false
 	}
 	var parts []part
+	values, evaluated := 0, false
 	for _, p := range t.Parts {
 		if a, ok := rootRef(p, sc); ok {
-			parts = append(parts, part{attr: a, isAttr: true})
+			parts = append(parts, part{attr: a, isAttr: true, rng: p.Range()})
+			values++
 			continue
 		}
 		if usesRoot(p, sc) {
-			return nil, false
+			if !sc.keyed {
+				return nil, false
+			}
+			sub := &Expr{kind: kindEval, expr: p, sc: sc, env: env}
+			sub.attrs, _, _ = env.refs(p, sc)
+			env.fastPath(sub, p)
+			parts = append(parts, part{expr: sub, rng: p.Range()})
+			values++
+			evaluated = true
+			continue
 		}
 		v, d := p.Value(env.ctx)
 		if d.HasErrors() {
@@ -458,13 +568,44 @@ func (env *evalEnv) templateParts(syn hclsyntax.Expression, sc scope) ([]part, b
 		if err != nil {
 			return nil, false
 		}
-		if n := len(parts); n > 0 && !parts[n-1].isAttr {
+		if n := len(parts); n > 0 && !parts[n-1].isValue() {
 			parts[n-1].lit += s
 		} else {
 			parts = append(parts, part{lit: s})
 		}
 	}
+	if evaluated && values < 2 {
+		return nil, false // one value: nothing to escape, so HCL evaluates it whole
+	}
+	if sc.keyed {
+		markEscapes(parts)
+	}
 	return parts, true
+}
+
+// markEscapes marks, in each value that another value follows, the byte String escapes
+// besides '%': the first byte other than '%' of the text between them, k bytes into it.
+// The escaped value holds no such byte and decodes back (it holds '%' only in escapes), so
+// it ends k bytes before the first occurrence of the byte after its start: every value
+// can be read back from the rendered string. When the text is empty or all '%', no byte
+// marks the boundary and the later value is marked joined.
+func markEscapes(parts []part) {
+	prev, text := -1, ""
+	for i := range parts {
+		p := &parts[i]
+		if !p.isValue() {
+			text += p.lit
+			continue
+		}
+		if prev >= 0 {
+			if sep := strings.TrimLeft(text, "%"); sep != "" {
+				parts[prev].sep, parts[prev].escape = sep[0], true
+			} else {
+				p.joined = true
+			}
+		}
+		prev, text = i, ""
+	}
 }
 
 // rootRef returns the attribute a plain reference to sc's root names: request.ip gives

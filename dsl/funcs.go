@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2/ext/tryfunc"
 	"github.com/zclconf/go-cty/cty"
@@ -13,14 +15,15 @@ import (
 
 // policyFunctions is the function table of policy expressions and locals: HCL's usual
 // standard library (go-cty's stdlib, under the names Terraform made familiar) plus a few
-// of ours for matching requests. Nothing here reads the clock, the environment or random
-// numbers, so a constant expression folds to the same value every time.
+// of ours for matching requests; lower, upper and title are ours too, so that invalid
+// UTF-8 survives them. Nothing here reads the clock, the environment or random numbers,
+// so a constant expression folds to the same value every time.
 var policyFunctions = sync.OnceValue(func() map[string]function.Function {
 	return map[string]function.Function{
 		// strings
-		"lower":        stdlib.LowerFunc,
-		"upper":        stdlib.UpperFunc,
-		"title":        stdlib.TitleFunc,
+		"lower":        lowerFunc,
+		"upper":        upperFunc,
+		"title":        titleFunc,
 		"trimspace":    stdlib.TrimSpaceFunc,
 		"trim":         stdlib.TrimFunc,
 		"trimprefix":   stdlib.TrimPrefixFunc,
@@ -136,3 +139,76 @@ var cidrContainsFunc = function.New(&function.Spec{
 		return cty.BoolVal(p.Contains(a.Unmap())), nil
 	},
 })
+
+// caseFunc makes a function of one string that maps each of its runes with to; a byte that
+// is not part of valid UTF-8 is kept as it is (to sees it as utf8.RuneError). go-cty's
+// lower, upper and title turn every such byte into U+FFFD, which would give request values
+// that differ only there one key.
+func caseFunc(desc string, to func(rune) rune) function.Function {
+	return function.New(&function.Spec{
+		Description:  desc,
+		Params:       []function.Parameter{{Name: "str", Type: cty.String, AllowDynamicType: true}},
+		Type:         function.StaticReturnType(cty.String),
+		RefineResult: func(b *cty.RefinementBuilder) *cty.RefinementBuilder { return b.NotNull() },
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			return cty.StringVal(mapRunes(args[0].AsString(), to)), nil
+		},
+	})
+}
+
+// mapRunes is strings.Map(to, s) except that invalid UTF-8 bytes are copied, not replaced.
+func mapRunes(s string, to func(rune) rune) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		m := to(r)
+		if r == utf8.RuneError && n == 1 {
+			b.WriteByte(s[i])
+		} else {
+			b.WriteRune(m)
+		}
+		i += n
+	}
+	return b.String()
+}
+
+var (
+	// lower(str) maps every letter of str to lower case, as strings.ToLower does.
+	lowerFunc = caseFunc("Returns the given string with all Unicode letters translated to their lowercase equivalents.", unicode.ToLower)
+	// upper(str) maps every letter of str to upper case, as strings.ToUpper does.
+	upperFunc = caseFunc("Returns the given string with all Unicode letters translated to their uppercase equivalents.", unicode.ToUpper)
+)
+
+// title(str) maps the first letter of each word of str to title case, with the word
+// boundaries of strings.Title (what go-cty's title uses).
+var titleFunc = function.New(&function.Spec{
+	Description:  "Replaces one letter after each non-letter and non-digit character with its uppercase equivalent.",
+	Params:       []function.Parameter{{Name: "str", Type: cty.String}},
+	Type:         function.StaticReturnType(cty.String),
+	RefineResult: func(b *cty.RefinementBuilder) *cty.RefinementBuilder { return b.NotNull() },
+	Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+		prev := ' '
+		return cty.StringVal(mapRunes(args[0].AsString(), func(r rune) rune {
+			if isSeparator(prev) {
+				prev = r
+				return unicode.ToTitle(r)
+			}
+			prev = r
+			return r
+		})), nil
+	},
+})
+
+// isSeparator reports whether r separates words, as strings.Title decides: anything but
+// ASCII letters, digits and '_', other letters and digits, and (outside ASCII) spaces
+// only.
+func isSeparator(r rune) bool {
+	if r <= 0x7F {
+		return !('0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || r == '_')
+	}
+	if unicode.IsLetter(r) || unicode.IsDigit(r) {
+		return false
+	}
+	return unicode.IsSpace(r)
+}
