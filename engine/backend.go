@@ -32,27 +32,39 @@ type Backend interface {
 // ends, leaving the call to finish (and hold its connection) until the client's own
 // timeouts end it. The deadline holds either way; set ContextTimeoutEnabled: true so that
 // abandoned calls give their connection back at once.
+//
+// A client that retries (MaxRetries > 0, go-redis's default for a *redis.Client) resends a
+// call whose reply was lost, for instance on a connection killed after the server ran it:
+// that call is charged twice. The engine needs no retries (on_error decides a failed call,
+// and the next call reconnects), so set MaxRetries: -1. The engine logs a warning when it
+// sees either setting.
 type Redis struct {
 	c redis.Scripter
 	// detach: the client ignores context deadlines, so Eval waits for them itself.
 	detach bool
+	// retries: the client resends failed commands.
+	retries bool
 }
 
 // NewRedis returns a Backend that runs scripts on c (e.g. a *redis.Client, *redis.ClusterClient
 // or any redis.UniversalClient).
-func NewRedis(c redis.Scripter) *Redis { return &Redis{c: c, detach: !honoursContext(c)} }
+func NewRedis(c redis.Scripter) *Redis {
+	honours, retries := clientSettings(c)
+	return &Redis{c: c, detach: !honours, retries: retries}
+}
 
-// honoursContext reports whether c is known to end a call when its context does.
-func honoursContext(c redis.Scripter) bool {
+// clientSettings reports whether c is known to end a call when its context does, and
+// whether it retries failed commands.
+func clientSettings(c redis.Scripter) (honoursContext, retries bool) {
 	switch c := c.(type) {
 	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
+		return c.Options().ContextTimeoutEnabled, c.Options().MaxRetries > 0
 	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
+		return c.Options().ContextTimeoutEnabled, c.Options().MaxRetries > 0
 	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
+		return c.Options().ContextTimeoutEnabled, c.Options().MaxRetries > 0
 	}
-	return false
+	return false, false
 }
 
 // HonoursDeadline reports whether the client ends a call when the engine's deadline

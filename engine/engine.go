@@ -130,6 +130,11 @@ func New(backend Backend, plan *Plan, opts ...Option) *Engine {
 			"the engine returns at its deadline anyway, but each abandoned call keeps a connection " +
 			"until the client's ReadTimeout: set ContextTimeoutEnabled: true in the client's options")
 	}
+	if r, ok := backend.(*Redis); ok && r.retries {
+		e.log.Warn("rlctl: the Redis client retries failed commands; a call whose reply was lost " +
+			"(its connection killed after the server ran it) is charged twice: set MaxRetries: -1 " +
+			"in the client's options (on_error decides failed calls)")
+	}
 	return e
 }
 
