@@ -122,6 +122,8 @@ func runBench(e *env, args []string) error {
 		return bad("-redis: %v", err)
 	}
 	opt.PoolSize = max(opt.PoolSize, *callers+*callers/4+1)
+	// The engine's deadline ends calls; a retried call could be charged twice.
+	opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
 
 	cfg, _ := load(e, fs.Args())
 	if cfg == nil {

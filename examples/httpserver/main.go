@@ -135,6 +135,8 @@ func setup(args []string, stderr io.Writer) (*server, error) {
 		if err != nil {
 			return nil, fmt.Errorf("-redis: %v", err)
 		}
+		// The engine's deadline ends calls; a retried call could be charged twice.
+		opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
 		rdb := redis.NewClient(opt)
 		closeFn = func() { _ = rdb.Close() }
 		backend = engine.NewRedis(rdb)
