@@ -6,7 +6,7 @@ SHELL := /bin/bash
 
 # Fuzz targets run by `make fuzz`, as space-separated pkg:FuzzName pairs with pkg
 # relative to the repository root, e.g. internal/policy:FuzzParse.
-FUZZ_TARGETS ?= algorithms:FuzzTrace dsl:FuzzLoad dsl:FuzzFormat httplimit:FuzzHeaders verify:FuzzVerify
+FUZZ_TARGETS ?= algorithms:FuzzTrace dsl:FuzzLoad dsl:FuzzFormat dsl:FuzzTemplateKey engine:FuzzRenderKey httplimit:FuzzHeaders verify:FuzzVerify
 FUZZTIME ?= 15s
 
 .PHONY: test redis-deps vet race differential fuzz bench build

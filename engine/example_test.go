@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/luahost"
@@ -41,4 +42,20 @@ policy "api" {
 	// true 1
 	// true 0
 	// false 0
+}
+
+// A go-redis client for the engine: ContextTimeoutEnabled lets the engine's decision
+// deadline end a call on a stalled server at once, and MaxRetries: -1 stops the client
+// from resending a call whose reply was lost, which would charge it twice (the engine
+// decides failed calls by on_error). NewRedis does not connect.
+func ExampleNewRedis() {
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  "127.0.0.1:6379",
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	})
+	defer rdb.Close()
+	backend := engine.NewRedis(rdb)
+	fmt.Println(backend.HonoursDeadline())
+	// Output: true
 }
