@@ -166,14 +166,75 @@ func (p *Param) Wire(r Request) ([]int64, error) {
 // Scenario is executable documentation of a policy: traffic the simulator generates
 // against it on a virtual clock, and what must hold afterwards.
 type Scenario struct {
-	Name      string
-	Policy    string        // names one of Config.Policies
-	Duration  time.Duration // virtual time the scenario runs for
-	Seed      int64         // seeds every random choice (Poisson arrivals); default 1
-	Traffic   []*Traffic    // at least one
-	Expect    []*Expect     // in source order
+	Name     string
+	Policy   string        // names one of Config.Policies
+	Duration time.Duration // virtual time the scenario runs for
+	Seed     int64         // seeds every random choice (Poisson arrivals); default 1
+	Traffic  []*Traffic    // at least one
+	Expect   []*Expect     // in source order
+	// Faults are the Redis failures the scenario injects, in time order; they never
+	// overlap. None means Redis never fails.
+	Faults []*Fault
+	// Engine is how the engine deciding the scenario's requests is configured; Load fills
+	// in the engine's defaults for what the scenario's engine block leaves out.
+	Engine    EngineSettings
 	DeclRange hcl.Range
 }
+
+// Fault kinds: what Redis does wrong during a Fault.
+const (
+	// FaultStall: Redis stops answering. Every call sent during the fault times out at the
+	// engine's deadline, and the server runs the calls it received, in order, when the stall
+	// ends, as a blocked server (a long script, a slow fork, a paused VM) does.
+	FaultStall = "stall"
+	// FaultRefuse: nothing listens; every connection is refused at once.
+	FaultRefuse = "refuse"
+	// FaultError: every call gets the error reply Fault.Reply, as an out-of-memory,
+	// read-only replica or loading server answers.
+	FaultError = "error"
+	// FaultFlush: the server loses every key at one instant, as FLUSHALL does.
+	FaultFlush = "flush"
+	// FaultRestart: the server is down (connections refused) for the fault's duration and
+	// comes back empty, as one restarted without persistence, or a failover to a replica
+	// that had not synchronised, does.
+	FaultRestart = "restart"
+)
+
+// DefaultFaultReply is the reply of a FaultError fault that names none: Redis's own
+// answer to a write once used memory reaches maxmemory.
+const DefaultFaultReply = "OOM command not allowed when used memory > 'maxmemory'."
+
+// Fault is a failure of Redis during a scenario, on its virtual clock.
+type Fault struct {
+	Kind      string        // one of the Fault constants
+	At        time.Duration // when it starts, from the scenario's start
+	For       time.Duration // how long it lasts; 0 for FaultFlush, which is an instant
+	Reply     string        // FaultError's error reply; "" for other kinds
+	DeclRange hcl.Range
+}
+
+// End returns when the fault stops: At + For.
+func (f *Fault) End() time.Duration { return f.At + f.For }
+
+// EngineSettings are the engine options a scenario's engine block sets. Each matters only
+// while Redis fails (or, for the deny cache, once a request was denied).
+type EngineSettings struct {
+	// Deadline bounds each Redis call: a call unanswered by then is a failure. Default
+	// 50ms, the engine's.
+	Deadline time.Duration
+	// BreakerFailures consecutive failures open the circuit breaker; for BreakerCooldown no
+	// request goes to Redis and policies decide by on_error, then one request probes.
+	// Defaults 5 and 1s, the engine's.
+	BreakerFailures int
+	BreakerCooldown time.Duration
+	// DenyCache is the number of denials the engine remembers, to answer a repeat within its
+	// retry-after without Redis; 0, the default, disables the cache.
+	DenyCache int
+}
+
+// DefaultEngine is the engine's configuration when a scenario sets nothing: the defaults
+// of engine.New.
+var DefaultEngine = EngineSettings{Deadline: 50 * time.Millisecond, BreakerFailures: 5, BreakerCooldown: time.Second}
 
 // Arrival patterns of a Traffic.
 const (
@@ -244,7 +305,24 @@ func (t *Traffic) Render(client int) (map[string]string, error) {
 //	max_allowed_in(traffic, span)  the most allowed within any interval of length span
 //	                               (a duration such as "1m")
 //
-// plus every policy function; traffic and rule names are checked at load time.
+// and, to say what a Redis outage does (see Fault):
+//
+//	allowed_during_fault(traffic)  how many sent while a fault was in force were allowed
+//	denied_during_fault(traffic)   how many sent while a fault was in force were denied
+//	degraded(traffic)              how many were decided without Redis, by on_error:
+//	                               the local fallback, fail-open or fail-deny
+//	decided_by(traffic, how)       how many were decided by how: "redis", "local",
+//	                               "fail_open", "fail_deny" or "cache" (the deny cache)
+//	timed_out(traffic)             how many waited for Redis until the engine's deadline
+//	breaker_open(traffic)          how many the open circuit breaker kept from Redis
+//	recovered_within(traffic, span)  true when, after each fault ended, none of
+//	                               traffic's requests later than span (a duration) was
+//	                               decided without Redis before the next fault
+//	phantom_charges()              calls Redis ran after their caller stopped waiting (a
+//	                               stall's queue) that charged a limit all the same
+//
+// plus every policy function; traffic, rule and how names are checked at load time, and
+// the functions about faults are refused in a scenario that declares none.
 type Expect struct {
 	Name  string
 	Expr  hcl.Expression

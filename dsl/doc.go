@@ -55,10 +55,30 @@
 //	    stop    = "5m"             # default: the scenario's duration
 //	    hold    = "10s"            # how long an allowed request lasts; default 0
 //	  }
+//	  fault {                      # Redis failing; any number, never overlapping
+//	    kind  = "stall"            # stall | refuse | error | flush | restart
+//	    at    = "2m"               # when, from the scenario's start
+//	    for   = "30s"              # how long; a flush is an instant and has none
+//	    reply = "READONLY ..."     # kind "error" only; default Redis's OOM reply
+//	  }
+//	  engine {                     # optional: the engine as deployed; defaults shown
+//	    deadline         = "50ms"  # a Redis call unanswered by then fails
+//	    breaker_failures = 5       # failures in a row that open the circuit breaker
+//	    breaker_cooldown = "1s"    # how long it stays open before one request probes
+//	    deny_cache       = 0       # denials remembered to answer repeats without Redis
+//	  }
 //	  expect {
 //	    users_served = denied_fraction("users") < 0.01
 //	  }
 //	}
+//
+// A fault's kinds: "stall" (Redis stops answering: each call sent during it times out at
+// the engine's deadline, and the server runs the calls it received when the stall ends),
+// "refuse" (connections refused), "error" (every call gets the error reply), "flush"
+// (every key lost at once) and "restart" (refused for a while, then back with no keys).
+// While a fault fails calls, each policy decides by its on_error, the circuit breaker
+// opens after breaker_failures failures in a row, and the deny cache answers repeats of
+// recent denials; the expectation functions of [Expect] measure what that did.
 //
 // The built-in algorithms and their parameters are fixed_window, sliding_log and
 // sliding_window (limit, window), token_bucket and leaky_bucket (capacity, rate), gcra
@@ -88,7 +108,8 @@
 // whose condition is constantly false; a shard that splits a rule's counters; duplicate
 // names; plugin Lua that does not compile, assigns globals or engine locals, calls
 // commands it does not declare, or lacks params, check or commit; scenarios naming
-// unknown policies, traffic or rules; and numbers beyond a float64's range, refused before
+// unknown policies, traffic or rules; faults of unknown kinds, outside the scenario's
+// duration or overlapping one another; and numbers beyond a float64's range, refused before
 // evaluation because HCL takes minutes to print one exactly (at run time, a request
 // attribute holding such a number is refused by the expressions that would convert it).
 package dsl

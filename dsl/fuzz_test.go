@@ -137,6 +137,12 @@ func (fakeOutcome) Requests(string) int64                    { return 10 }
 func (fakeOutcome) Allowed(string) int64                     { return 7 }
 func (fakeOutcome) DeniedBy(string, string) int64            { return 3 }
 func (fakeOutcome) MaxAllowedIn(string, time.Duration) int64 { return 5 }
+func (fakeOutcome) DuringFault(string) (int64, int64)        { return 4, 1 }
+func (fakeOutcome) DecidedBy(string, string) int64           { return 2 }
+func (fakeOutcome) TimedOut(string) int64                    { return 1 }
+func (fakeOutcome) BreakerOpen(string) int64                 { return 1 }
+func (fakeOutcome) Recovery(string) time.Duration            { return time.Second }
+func (fakeOutcome) PhantomCharges() int64                    { return 0 }
 
 var luaName = regexp.MustCompile(`"[^"]*\.lua"`)
 

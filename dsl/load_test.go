@@ -129,12 +129,126 @@ func TestScenario(t *testing.T) {
 
 type mapOutcome struct {
 	requests, allowed, deniedBy map[string]int64
+	// Fault measures: by traffic, or traffic/how for decided.
+	faultRequests, faultAllowed, decided, timedOut, breakerOpen map[string]int64
+	recovery                                                    map[string]time.Duration
+	phantom                                                     int64
 }
+
+func (o mapOutcome) DuringFault(t string) (int64, int64) {
+	return o.faultRequests[t], o.faultAllowed[t]
+}
+func (o mapOutcome) DecidedBy(t, how string) int64   { return o.decided[t+"/"+how] }
+func (o mapOutcome) TimedOut(t string) int64         { return o.timedOut[t] }
+func (o mapOutcome) BreakerOpen(t string) int64      { return o.breakerOpen[t] }
+func (o mapOutcome) Recovery(t string) time.Duration { return o.recovery[t] }
+func (o mapOutcome) PhantomCharges() int64           { return o.phantom }
 
 func (o mapOutcome) Requests(t string) int64                      { return o.requests[t] }
 func (o mapOutcome) Allowed(t string) int64                       { return o.allowed[t] }
 func (o mapOutcome) DeniedBy(t, r string) int64                   { return o.deniedBy[t+"/"+r] }
 func (o mapOutcome) MaxAllowedIn(t string, _ time.Duration) int64 { return o.allowed[t] }
+
+// Fault and engine blocks decode in time order with the engine's defaults filled in, and
+// the outage expectation functions read the Outcome.
+func TestScenarioFaults(t *testing.T) {
+	cfg, diags := Parse(map[string][]byte{"p.hcl": []byte(`
+policy "p" {
+  on_error = "local"
+  rule "r" {
+    algorithm = "gcra"
+    key       = "all"
+    rate      = "1/s"
+    burst     = 5
+  }
+}
+
+scenario "s" {
+  policy   = "p"
+  duration = "10m"
+  traffic "t" {
+    request = {}
+    rate    = "1/s"
+  }
+  fault {
+    kind = "error"
+    at   = "5m"
+    for  = "1m"
+  }
+  fault {
+    kind = "stall"
+    at   = "0s"
+    for  = "30s"
+  }
+  fault {
+    kind = "flush"
+    at   = "30s"
+  }
+  fault {
+    kind  = "error"
+    at    = "8m"
+    for   = "10s"
+    reply = "READONLY You can't write against a read only replica."
+  }
+  engine {
+    deadline   = "20ms"
+    deny_cache = 1000
+  }
+  expect {
+    during    = allowed_during_fault("t") == 3 && denied_during_fault("t") == 7
+    degraded  = degraded("t") == 6
+    local     = decided_by("t", "local") == 1 && decided_by("t", "redis") == 40
+    failures  = timed_out("t") == 2 && breaker_open("t") == 8
+    recovered = recovered_within("t", "1s") && !recovered_within("t", "999ms")
+    phantom   = phantom_charges() == 0
+  }
+}
+`)})
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	s := cfg.Scenarios[0]
+	var got []string
+	for _, f := range s.Faults {
+		got = append(got, f.Kind+"@"+f.At.String()+"+"+f.For.String())
+	}
+	if want := "stall@0s+30s flush@30s+0s error@5m0s+1m0s error@8m0s+10s"; strings.Join(got, " ") != want {
+		t.Errorf("faults %s, want %s", strings.Join(got, " "), want)
+	}
+	if s.Faults[2].Reply != DefaultFaultReply || !strings.HasPrefix(s.Faults[3].Reply, "READONLY") || s.Faults[0].Reply != "" {
+		t.Errorf("replies %q %q %q", s.Faults[0].Reply, s.Faults[2].Reply, s.Faults[3].Reply)
+	}
+	want := EngineSettings{Deadline: 20 * time.Millisecond, BreakerFailures: 5, BreakerCooldown: time.Second, DenyCache: 1000}
+	if s.Engine != want {
+		t.Errorf("engine %+v, want %+v", s.Engine, want)
+	}
+	o := mapOutcome{
+		faultRequests: map[string]int64{"t": 10},
+		faultAllowed:  map[string]int64{"t": 3},
+		decided:       map[string]int64{"t/redis": 40, "t/local": 1, "t/fail_open": 2, "t/fail_deny": 3},
+		timedOut:      map[string]int64{"t": 2},
+		breakerOpen:   map[string]int64{"t": 8},
+		recovery:      map[string]time.Duration{"t": time.Second},
+	}
+	for _, x := range s.Expect {
+		if ok, err := x.Check(o); err != nil || !ok {
+			t.Errorf("%s: %v, %v", x.Name, ok, err)
+		}
+	}
+	o.phantom = 1
+	if ok, err := s.Expect[5].Check(o); err != nil || ok {
+		t.Errorf("phantom with one phantom charge: %v, %v", ok, err)
+	}
+
+	// Without a block, a scenario runs on the engine's defaults.
+	cfg, diags = Load("../policies/login.hcl")
+	if len(diags) > 0 {
+		t.Fatal(diags)
+	}
+	if e := cfg.Scenarios[0].Engine; e != DefaultEngine || e.Deadline != 50*time.Millisecond || e.BreakerFailures != 5 || e.BreakerCooldown != time.Second || e.DenyCache != 0 {
+		t.Errorf("default engine %+v", e)
+	}
+}
 
 // TestConcurrentEval evaluates one Config from many goroutines (run with -race).
 func TestConcurrentEval(t *testing.T) {

@@ -20,6 +20,8 @@ var scenarioSchema = &hcl.BodySchema{
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "traffic", LabelNames: []string{"name"}},
+		{Type: "fault"},
+		{Type: "engine"},
 		{Type: "expect"},
 	},
 }
@@ -54,6 +56,34 @@ type Outcome interface {
 	// MaxAllowedIn is the largest number of traffic's requests allowed within any
 	// interval of length span.
 	MaxAllowedIn(traffic string, span time.Duration) int64
+	// DuringFault is the number of traffic's requests sent while a fault was in force
+	// (within [At, At+For) of one: a flush has no such time), and how many of those were
+	// allowed.
+	DuringFault(traffic string) (requests, allowed int64)
+	// DecidedBy is the number of traffic's requests decided by how: one of Deciders.
+	DecidedBy(traffic, how string) int64
+	// TimedOut is the number of traffic's requests whose Redis call outlasted the engine's
+	// deadline.
+	TimedOut(traffic string) int64
+	// BreakerOpen is the number of traffic's requests the open circuit breaker kept from
+	// Redis.
+	BreakerOpen(traffic string) int64
+	// Recovery is how long after a fault ended traffic's requests were still decided
+	// without Redis (the latest such request, before the next fault), the longest over
+	// the faults; 0 when none was.
+	Recovery(traffic string) time.Duration
+	// PhantomCharges is the number of calls Redis ran after their caller had stopped
+	// waiting (a stall's queue) that charged a limit all the same.
+	PhantomCharges() int64
+}
+
+// Deciders name how a request was decided, for Outcome.DecidedBy and decided_by.
+var Deciders = []string{
+	"redis",     // the script on Redis
+	"local",     // the script on the in-process fallback (on_error = "local")
+	"fail_open", // allowed without a check (on_error = "allow")
+	"fail_deny", // denied without a check (on_error = "deny")
+	"cache",     // denied by the engine's deny cache
 }
 
 // Check evaluates the expectation against what a run measured.
@@ -134,6 +164,8 @@ func (l *loader) decodeScenario(b *hcl.Block) {
 	if !slices.ContainsFunc(content.Blocks, func(b *hcl.Block) bool { return b.Type == "traffic" }) {
 		l.add(errorf(b.DefRange, "Scenario has no traffic", "Scenario %q sends nothing. Add a traffic block, for example:\n\n  traffic \"users\" {\n    clients = 100\n    request = { user = \"u${client}\" }\n    rate    = \"1/s\"\n  }", s.Name))
 	}
+	l.decodeFaults(content.Blocks, s)
+	l.decodeEngine(content.Blocks, s)
 	hasExpect := false
 	for _, eb := range content.Blocks {
 		if eb.Type != "expect" {
@@ -409,7 +441,7 @@ func (l *loader) expectation(a *hcl.Attribute, s *Scenario, policy *Policy) *Exp
 		return nil
 	}
 	if b.IsKnown() {
-		l.add(warnf(expr.Range(), "Expectation measures nothing", "This expectation is always %v: it calls none of the scenario functions (requests, allowed, denied, allowed_fraction, denied_fraction, denied_by, max_allowed_in).", b.True()))
+		l.add(warnf(expr.Range(), "Expectation measures nothing", "This expectation is always %v: it calls none of the scenario functions (requests, allowed, denied, allowed_fraction, denied_fraction, denied_by, max_allowed_in, allowed_during_fault, denied_during_fault, degraded, decided_by, timed_out, breaker_open, recovered_within, phantom_charges).", b.True()))
 	}
 	return &Expect{Name: a.Name, Expr: expr, Range: a.Range, scenario: s, rules: rules, vars: l.env.ctx.Variables}
 }
@@ -428,7 +460,7 @@ func convertBool(v cty.Value) (cty.Value, error) {
 // s (whose policy has the given rules). With o nil they only check their arguments and
 // return unknown numbers, for validation at load time.
 func scenarioFunctions(s *Scenario, rules []string, o Outcome) map[string]function.Function {
-	fns := make(map[string]function.Function, len(policyFunctions())+7)
+	fns := make(map[string]function.Function, len(policyFunctions())+15)
 	for k, v := range policyFunctions() {
 		fns[k] = v
 	}
@@ -498,6 +530,80 @@ func scenarioFunctions(s *Scenario, rules []string, o Outcome) map[string]functi
 			return cty.NumberIntVal(o.DeniedBy(t, rule)), nil
 		},
 	})
+	noFault := func(name string) error {
+		if len(s.Faults) > 0 {
+			return nil
+		}
+		return fmt.Errorf("scenario %q declares no fault, so %s measures nothing. Add a fault block, such as fault { kind = \"stall\", at = \"1m\", for = \"30s\" }", s.Name, name)
+	}
+	duringFault := func(name string, f func(requests, allowed int64) int64) function.Function {
+		return function.New(&function.Spec{
+			Params: []function.Parameter{{Name: "traffic", Type: cty.String}},
+			Type:   function.StaticReturnType(cty.Number),
+			Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+				t, err := traffic(args)
+				if err == nil {
+					err = noFault(name)
+				}
+				if err != nil || o == nil {
+					return cty.UnknownVal(cty.Number), err
+				}
+				return cty.NumberIntVal(f(o.DuringFault(t))), nil
+			},
+		})
+	}
+	fns["allowed_during_fault"] = duringFault("allowed_during_fault", func(_, a int64) int64 { return a })
+	fns["denied_during_fault"] = duringFault("denied_during_fault", func(n, a int64) int64 { return n - a })
+	fns["degraded"] = count(func(o Outcome, t string) int64 {
+		return o.DecidedBy(t, "local") + o.DecidedBy(t, "fail_open") + o.DecidedBy(t, "fail_deny")
+	})
+	fns["timed_out"] = count(func(o Outcome, t string) int64 { return o.TimedOut(t) })
+	fns["breaker_open"] = count(func(o Outcome, t string) int64 { return o.BreakerOpen(t) })
+	fns["decided_by"] = function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "traffic", Type: cty.String}, {Name: "how", Type: cty.String}},
+		Type:   function.StaticReturnType(cty.Number),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			t, err := traffic(args)
+			if err != nil {
+				return cty.UnknownVal(cty.Number), err
+			}
+			how := args[1].AsString()
+			if !slices.Contains(Deciders, how) {
+				return cty.UnknownVal(cty.Number), function.NewArgErrorf(1, "%q is not a way of deciding.%s Use %s", how, suggestion(how, Deciders), quoteList(Deciders))
+			}
+			if o == nil {
+				return cty.UnknownVal(cty.Number), nil
+			}
+			return cty.NumberIntVal(o.DecidedBy(t, how)), nil
+		},
+	})
+	fns["recovered_within"] = function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "traffic", Type: cty.String}, {Name: "span", Type: cty.String}},
+		Type:   function.StaticReturnType(cty.Bool),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			t, err := traffic(args)
+			if err != nil {
+				return cty.UnknownVal(cty.Bool), err
+			}
+			span, err := spanArg(args[1])
+			if err == nil {
+				err = noFault("recovered_within")
+			}
+			if err != nil || o == nil {
+				return cty.UnknownVal(cty.Bool), err
+			}
+			return cty.BoolVal(o.Recovery(t) <= span), nil
+		},
+	})
+	fns["phantom_charges"] = function.New(&function.Spec{
+		Type: function.StaticReturnType(cty.Number),
+		Impl: func(_ []cty.Value, _ cty.Type) (cty.Value, error) {
+			if err := noFault("phantom_charges"); err != nil || o == nil {
+				return cty.UnknownVal(cty.Number), err
+			}
+			return cty.NumberIntVal(o.PhantomCharges()), nil
+		},
+	})
 	fns["max_allowed_in"] = function.New(&function.Spec{
 		Params: []function.Parameter{{Name: "traffic", Type: cty.String}, {Name: "span", Type: cty.String}},
 		Type:   function.StaticReturnType(cty.Number),
@@ -506,19 +612,25 @@ func scenarioFunctions(s *Scenario, rules []string, o Outcome) map[string]functi
 			if err != nil {
 				return cty.UnknownVal(cty.Number), err
 			}
-			us, err := parseDuration(args[1].AsString())
-			if err != nil {
-				msg := err.Error()
-				if ue, ok := err.(*unitError); ok && ue.forms {
-					msg += " " + durationForms
-				}
-				return cty.UnknownVal(cty.Number), function.NewArgErrorf(1, "%s", strings.TrimSuffix(msg, "."))
+			span, err := spanArg(args[1])
+			if err != nil || o == nil {
+				return cty.UnknownVal(cty.Number), err
 			}
-			if o == nil {
-				return cty.UnknownVal(cty.Number), nil
-			}
-			return cty.NumberIntVal(o.MaxAllowedIn(t, time.Duration(us)*time.Microsecond)), nil
+			return cty.NumberIntVal(o.MaxAllowedIn(t, span)), nil
 		},
 	})
 	return fns
+}
+
+// spanArg reads a duration argument (the second) of an expectation function.
+func spanArg(v cty.Value) (time.Duration, error) {
+	us, err := parseDuration(v.AsString())
+	if err != nil {
+		msg := err.Error()
+		if ue, ok := err.(*unitError); ok && ue.forms {
+			msg += " " + durationForms
+		}
+		return 0, function.NewArgErrorf(1, "%s", strings.TrimSuffix(msg, "."))
+	}
+	return time.Duration(us) * time.Microsecond, nil
 }

@@ -20,7 +20,8 @@ const (
 // WriteSVG draws the report's timeline as an SVG image: one chart per traffic source with
 // its allowed (green) and denied (red) requests per time bucket stacked, and, dashed, the
 // limit of the rule that denied most of them, scaled to one bucket (limit × bucket /
-// window, per key). The image is self-contained and deterministic.
+// window, per key); grey bands mark the scenario's faults. The image is self-contained and
+// deterministic.
 func (r *Report) WriteSVG(w io.Writer) error {
 	ew := &errWriter{w: w}
 	tl := r.Timeline
@@ -67,6 +68,17 @@ func (r *Report) plotPanel(w io.Writer, s *Series, top int) {
 		fmt.Fprintf(w, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", plotLeft, y(v), plotLeft+inner, y(v))
 		fmt.Fprintf(w, `<text x="%d" y="%.1f" text-anchor="end" fill="#555">%s</text>`+"\n", plotLeft-6, y(v)+4, trimFloat(v))
 	}
+	// Faults: a grey band over the time each was in force, a line at a flush.
+	total := r.Timeline.Bucket * time.Duration(n)
+	for _, f := range r.Faults {
+		if total <= 0 {
+			break
+		}
+		x := float64(plotLeft) + float64(inner)*float64(f.At)/float64(total)
+		wd := max(float64(inner)*float64(f.For)/float64(total), 1.5)
+		fmt.Fprintf(w, `<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="#9e9e9e" fill-opacity="0.3"/>`+"\n", x, top, wd, plotPanel)
+		fmt.Fprintf(w, `<text x="%.2f" y="%d" fill="#555" font-size="10">%s</text>`+"\n", x+2, top+10, esc(f.Kind))
+	}
 	bw := float64(inner) / float64(max(n, 1))
 	var b strings.Builder
 	for i := range n {
@@ -85,7 +97,6 @@ func (r *Report) plotPanel(w io.Writer, s *Series, top int) {
 		fmt.Fprintf(w, `<text x="%d" y="%.2f" text-anchor="end" fill="#1a237e">%s</text>`+"\n", plotLeft+inner, y(limit)-4, esc(label))
 	}
 	// Time axis: five ticks.
-	total := r.Timeline.Bucket * time.Duration(n)
 	for k := 0; k <= 4; k++ {
 		x := float64(plotLeft) + float64(inner)*float64(k)/4
 		fmt.Fprintf(w, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#555"/>`+"\n", x, top+plotPanel, x, top+plotPanel+4)

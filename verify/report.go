@@ -25,6 +25,11 @@ type Report struct {
 	Rules    []*RuleReport    `json:"rules"`
 	Expect   []ExpectResult   `json:"expect"`
 	Timeline Timeline         `json:"timeline"`
+	// Engine is the engine's configuration, when the scenario declares faults or a deny
+	// cache; nil otherwise (the engine on luahost, nothing that can fail).
+	Engine *EngineReport `json:"engine,omitempty"`
+	// Faults are the scenario's faults, in time order, with what each did.
+	Faults []*FaultReport `json:"faults,omitempty"`
 
 	allowedAt map[string][]int64
 }
@@ -41,6 +46,9 @@ type TrafficReport struct {
 	Unlimited int64       `json:"unlimited"`
 	DeniedBy  []RuleCount `json:"denied_by"` // by deciding rule, in order of first denial
 	Retry     RetryStats  `json:"retry_after"`
+	// Decided counts the requests by how they were decided: all by Redis unless the
+	// scenario has faults or a deny cache.
+	Decided Decisions `json:"decided"`
 }
 
 // RuleCount is a number of requests attributed to a rule.
@@ -178,6 +186,71 @@ func (o outcome) MaxAllowedIn(traffic string, span time.Duration) int64 {
 	return o.r.MaxAllowedIn(traffic, span)
 }
 
+func (o outcome) DuringFault(traffic string) (requests, allowed int64) {
+	for _, f := range o.r.Faults {
+		for _, t := range f.Traffic {
+			if t.Name == traffic {
+				requests += t.Requests
+				allowed += t.Allowed
+			}
+		}
+	}
+	return requests, allowed
+}
+
+func (o outcome) decided(traffic string) Decisions {
+	if t := o.r.traffic(traffic); t != nil {
+		return t.Decided
+	}
+	return Decisions{}
+}
+
+func (o outcome) DecidedBy(traffic, how string) int64 {
+	d := o.decided(traffic)
+	switch how {
+	case "redis":
+		return d.Redis
+	case "local":
+		return d.Local
+	case "fail_open":
+		return d.FailOpen
+	case "fail_deny":
+		return d.FailDeny
+	case "cache":
+		return d.Cache
+	}
+	return 0
+}
+
+func (o outcome) TimedOut(traffic string) int64    { return o.decided(traffic).TimedOut }
+func (o outcome) BreakerOpen(traffic string) int64 { return o.decided(traffic).BreakerOpen }
+
+func (o outcome) Recovery(traffic string) time.Duration {
+	var longest time.Duration
+	for _, f := range o.r.Faults {
+		for _, t := range f.Traffic {
+			if t.Name == traffic {
+				longest = max(longest, t.Recovery)
+			}
+		}
+	}
+	return longest
+}
+
+func (o outcome) PhantomCharges() int64 { return o.r.PhantomCharges() }
+
+// PhantomCharges returns the number of calls that stalled servers ran after their callers
+// stopped waiting and that charged their rules all the same.
+func (r *Report) PhantomCharges() int64 {
+	var n int64
+	for _, f := range r.Faults {
+		if f.Late != nil {
+			n += f.Late.Charged
+		}
+	}
+	return n
+}
+
 // MaxAllowedIn returns the most of traffic's requests allowed within any half-open
 // interval of length span.
 func (r *Report) MaxAllowedIn(traffic string, span time.Duration) int64 {
@@ -301,6 +374,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		for _, c := range t.DeniedBy {
 			parts = append(parts, fmt.Sprintf("%s %d", r.ruleName(c.Policy, c.Rule), c.Count))
 		}
+		if t.Decided.FailDeny > 0 {
+			parts = append(parts, fmt.Sprintf("on_error = \"deny\" %d", t.Decided.FailDeny))
+		}
+		if t.Decided.Errors > 0 {
+			parts = append(parts, fmt.Sprintf("engine errors %d", t.Decided.Errors))
+		}
 		if t.Unlimited > 0 {
 			parts = append(parts, fmt.Sprintf("%d matched no rule", t.Unlimited))
 		}
@@ -330,6 +409,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(ew, "  %s worst key %s: %s\n", r.ruleName(ru.Policy, ru.Rule), p.Key, peakSentence(p))
 		}
 	}
+	r.writeFaults(ew)
 
 	if len(r.Expect) > 0 {
 		fmt.Fprintln(ew)
@@ -434,7 +514,11 @@ func (r *Report) writeTimeline(w io.Writer) {
 	}
 	scale := max((top+timelineWidth-1)/timelineWidth, 1)
 	bucket := tl.Bucket * time.Duration(per)
-	fmt.Fprintf(w, "timeline: one row per %s; # allowed, - denied, one mark per %d %s; then allowed/sent per traffic\n", fmtDur(bucket), scale, plural(scale, "request", "requests"))
+	faults := ""
+	if len(r.Faults) > 0 {
+		faults = "; [fault] while one is in force"
+	}
+	fmt.Fprintf(w, "timeline: one row per %s; # allowed, - denied, one mark per %d %s; then allowed/sent per traffic%s\n", fmtDur(bucket), scale, plural(scale, "request", "requests"), faults)
 	labels := make([]string, rows)
 	lw := 0
 	for i := range rows {
@@ -452,6 +536,12 @@ func (r *Report) writeTimeline(w io.Writer) {
 				sd += s.Denied[j]
 			}
 			fmt.Fprintf(w, "  %s %d/%d", s.Name, sa, sa+sd)
+		}
+		from := bucket * time.Duration(i)
+		for _, f := range r.Faults {
+			if f.At < from+bucket && (f.At+f.For > from || f.At >= from) {
+				fmt.Fprintf(w, "  [%s]", f.Kind)
+			}
 		}
 		fmt.Fprintln(w)
 	}
@@ -489,12 +579,13 @@ func (e *errWriter) Write(p []byte) (int, error) {
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// table is a text table: the first `left` columns are aligned left, the rest right, two
-// spaces apart.
+// table is a text table: the first `left` columns and those in text are aligned left, the
+// rest right, two spaces apart.
 type table struct {
 	head []string
 	rows [][]string
 	left int
+	text map[int]bool
 }
 
 func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
@@ -513,7 +604,7 @@ func (t *table) write(w io.Writer) {
 			if i > 0 {
 				b.WriteString("  ")
 			}
-			if i < t.left {
+			if i < t.left || t.text[i] {
 				b.WriteString(c)
 				if i < len(row)-1 {
 					b.WriteString(pad)
@@ -523,6 +614,6 @@ func (t *table) write(w io.Writer) {
 				b.WriteString(c)
 			}
 		}
-		fmt.Fprintln(w, b.String())
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
 }

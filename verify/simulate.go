@@ -68,8 +68,18 @@ func WithObserver(f func(at time.Time, source string, attrs map[string]string, d
 // scenario, when not nil, selects the policy and supplies the expectations. With a trace
 // and a nil scenario, every policy of cfg applies, as in production.
 //
+// A scenario's faults (dsl.Fault) make the simulated Redis fail on the virtual clock, and
+// the engine runs as the scenario's engine block configures it (dsl.EngineSettings): its
+// decision deadline, circuit breaker and deny cache, with each policy's on_error deciding
+// while Redis fails. The Report then says, per fault and traffic source, how requests were
+// decided (Decisions), how long after each fault requests were still decided without
+// Redis, and what the calls a stall held back did when the server ran them late
+// (LateCalls). Probes of retry-after read Redis's state directly and do not count as
+// traffic.
+//
 // Simulate fails on a request the policy cannot evaluate, on a script error, and on any
-// backend failure (the simulation never degrades to an on_error mode).
+// backend failure outside the scenario's faults (without faults, a simulation never
+// degrades to an on_error mode).
 func Simulate(cfg *dsl.Config, s *dsl.Scenario, opts ...Option) (*Report, error) {
 	var o options
 	for _, f := range opts {
@@ -117,6 +127,7 @@ func Simulate(cfg *dsl.Config, s *dsl.Scenario, opts ...Option) (*Report, error)
 	if err != nil {
 		return nil, err
 	}
+	sm.startEngine(plan, s)
 	if err := sm.run(o.progress); err != nil {
 		return nil, err
 	}
@@ -155,9 +166,12 @@ func sourceText(cfg *dsl.Config, rg hcl.Range) string {
 type sim struct {
 	r      *Report
 	clock  *luahost.ManualClock
+	host   *luahost.Host
 	eng    *engine.Engine
-	origin int64 // µs since the epoch of virtual time 0
-	end    int64 // µs: the duration, for progress and the timeline
+	peek   *engine.Engine // probes: the engine on Redis itself, without faults
+	faults *faultBackend  // nil when the scenario declares no fault
+	origin int64          // µs since the epoch of virtual time 0
+	end    int64          // µs: the duration, for progress and the timeline
 	sched  scheduler
 
 	sources []*source
@@ -215,7 +229,7 @@ func newSim(plan *engine.Plan, cfg *dsl.Config, r *Report) (*sim, error) {
 	if _, err := host.Load(script.Source); err != nil {
 		return nil, fmt.Errorf("verify: loading the engine script: %w", err)
 	}
-	s.eng = engine.New(engine.NewLocal(host), plan, engine.WithClock(s.clock.Now), engine.WithTimeout(0))
+	s.host = host
 	for _, p := range cfg.Policies {
 		for _, ru := range p.Rules {
 			rs := &ruleState{
@@ -231,6 +245,46 @@ func newSim(plan *engine.Plan, cfg *dsl.Config, r *Report) (*sim, error) {
 		}
 	}
 	return s, nil
+}
+
+// startEngine creates the engine the run decides with: on luahost directly, or, when sc
+// declares faults, through a faultBackend with sc's deadline and breaker; with sc's deny
+// cache either way.
+func (s *sim) startEngine(plan *engine.Plan, sc *dsl.Scenario) {
+	redis := engine.NewLocal(s.host)
+	opts := []engine.Option{engine.WithClock(s.clock.Now)}
+	settings := dsl.DefaultEngine
+	if sc != nil {
+		settings = sc.Engine
+	}
+	if settings.DenyCache > 0 {
+		opts = append(opts, engine.WithDenyCache(settings.DenyCache))
+	}
+	if sc == nil || len(sc.Faults) == 0 {
+		s.eng = engine.New(redis, plan, append(opts, engine.WithTimeout(0))...)
+		s.peek = s.eng
+		if settings.DenyCache > 0 {
+			s.r.Engine = engineReport(settings)
+		}
+		return
+	}
+	s.faults = newFaultBackend(redis, s.host, s.clock, s.origin, sc.Faults)
+	opts = append(opts, engine.WithTimeout(settings.Deadline), engine.WithBreaker(settings.BreakerFailures, settings.BreakerCooldown))
+	s.eng = engine.New(s.faults, plan, opts...)
+	s.peek = engine.New(redis, plan, engine.WithClock(s.clock.Now), engine.WithTimeout(0))
+	s.r.Engine = engineReport(settings)
+	for _, f := range s.faults.faults {
+		if f.f.For > 0 {
+			for _, ts := range s.tlist {
+				f.traffic(ts.rep.Name)
+			}
+		}
+		s.r.Faults = append(s.r.Faults, f.rep)
+	}
+}
+
+func engineReport(e dsl.EngineSettings) *EngineReport {
+	return &EngineReport{Deadline: e.Deadline, BreakerFailures: e.BreakerFailures, BreakerCooldown: e.BreakerCooldown, DenyCache: e.DenyCache}
 }
 
 func hasLease(a *algorithms.Algorithm) bool {
@@ -310,6 +364,9 @@ func (s *sim) run(progress func(done, total time.Duration)) error {
 	total := time.Duration(s.end-s.origin) * time.Microsecond
 	for steps := 0; !s.sched.empty(); steps++ {
 		ev := s.sched.pop()
+		if s.faults != nil {
+			s.faults.settle(time.UnixMicro(ev.at))
+		}
 		s.clock.Set(time.UnixMicro(ev.at))
 		if progress != nil && steps%8192 == 0 {
 			progress(min(time.Duration(ev.at-s.origin)*time.Microsecond, total), total)
@@ -318,7 +375,7 @@ func (s *sim) run(progress func(done, total time.Duration)) error {
 		switch ev.kind {
 		case evRelease:
 			s.inflight(ev.req.d, ev.req.attrs, ev.req.n, -1)
-			err = s.eng.Release(ctx, ev.req.d)
+			err = s.release(ctx, ev.req.d)
 		case evProbe:
 			err = s.probe(ctx, ev.req)
 		case evArrival:
@@ -328,10 +385,24 @@ func (s *sim) run(progress func(done, total time.Duration)) error {
 			return fmt.Errorf("verify: at %s: %w", time.Duration(ev.at-s.origin)*time.Microsecond, err)
 		}
 	}
+	if s.faults != nil {
+		// A stall that lasts to the end: the server runs what it held.
+		s.faults.settle(time.UnixMicro(max(s.end, s.clock.Now().UnixMicro())))
+	}
 	if progress != nil {
 		progress(total, total)
 	}
 	return nil
+}
+
+// release gives back what an allowed request holds. While Redis fails the release fails
+// too, and the lease expires by its TTL, as it would in production.
+func (s *sim) release(ctx context.Context, d *engine.Decision) error {
+	err := s.eng.Release(ctx, d)
+	if err != nil && s.faults != nil && !errors.Is(err, engine.ErrRequest) {
+		return nil
+	}
+	return err
 }
 
 func (s *sim) arrive(ctx context.Context, ev *event) error {
@@ -366,10 +437,18 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 	}
 	d, err := s.eng.AllowN(ctx, attrs, n)
 	if err != nil {
-		return err
+		// A fault can make the engine fail a request (a server error reply it cannot tell
+		// from a script bug): count it. Anywhere else an error is the simulation's.
+		if s.faults == nil || s.faults.active(ev.at) == nil || errors.Is(err, engine.ErrRequest) {
+			return err
+		}
+		s.recordError(ts, ev.at)
+		return nil
 	}
-	if err := degraded(d); err != nil {
-		return err
+	if s.faults == nil {
+		if err := degraded(d); err != nil {
+			return err
+		}
 	}
 	s.record(ts, ev.at, attrs, n, d)
 	if s.observe != nil {
@@ -379,7 +458,7 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 		s.inflight(d, attrs, n, +1)
 		if hold <= 0 {
 			s.inflight(d, attrs, n, -1)
-			return s.eng.Release(ctx, d)
+			return s.release(ctx, d)
 		}
 		req := &pendingReq{tr: ts, attrs: attrs, n: n, d: d}
 		s.sched.push(&event{at: ev.at + hold.Microseconds(), kind: evRelease, req: req})
@@ -391,7 +470,7 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 // never quietly fall back to an on_error mode.
 func degraded(d *engine.Decision) error {
 	switch d.Source {
-	case engine.FromBackend, engine.FromNoRules:
+	case engine.FromBackend, engine.FromNoRules, engine.FromCache:
 		return nil
 	}
 	if d.Err != nil {
@@ -416,11 +495,50 @@ func (s *sim) rule(rr *engine.RuleResult) *ruleState {
 	return s.rules[ruleID{rr.Policy, rr.Rule}]
 }
 
-// record accounts one decision.
+// recordError accounts a request the engine failed during a fault: it did not get through.
+func (s *sim) recordError(ts *trafficState, at int64) {
+	s.tally(ts, at, nil)
+	ts.rep.Requests++
+	ts.rep.Denied++
+	s.r.Requests++
+	if b := (at - s.origin) / s.bucket; b >= 0 && int(b) < len(ts.tl.Denied) {
+		ts.tl.Denied[b]++
+	}
+}
+
+// tally counts how a request was decided (d nil: the engine failed it), overall and in the
+// fault in force.
+func (s *sim) tally(ts *trafficState, at int64, d *engine.Decision) {
+	ts.rep.Decided.count(d)
+	if s.faults == nil {
+		return
+	}
+	if f := s.faults.active(at); f != nil {
+		ft := f.traffic(ts.rep.Name)
+		ft.Requests++
+		if d != nil && d.Allowed {
+			ft.Allowed++
+		}
+		ft.Decided.count(d)
+		return
+	}
+	if d != nil && d.Err != nil {
+		if f := s.faults.lastEnded(at); f != nil {
+			ft := f.traffic(ts.rep.Name)
+			ft.DegradedAfter++
+			ft.Recovery = max(ft.Recovery, time.Duration(at-f.end)*time.Microsecond)
+		}
+	}
+}
+
+// record accounts one decision. Rules count only decisions a script made (on Redis, on
+// the local fallback, or remembered by the deny cache); the worst key and the charges
+// only Redis's, whose state they describe.
 func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d *engine.Decision) {
 	tr := ts.rep
 	tr.Requests++
 	s.r.Requests++
+	s.tally(ts, at, d)
 	b := (at - s.origin) / s.bucket
 	if d.Source == engine.FromNoRules {
 		tr.Unlimited++
@@ -438,6 +556,10 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 			ts.tl.Denied[b]++
 		}
 	}
+	if d.Source == engine.FromFailOpen || d.Source == engine.FromFailDeny {
+		return // no rule was checked
+	}
+	onRedis := d.Source == engine.FromBackend
 	for i := range d.Rules {
 		rr := &d.Rules[i]
 		rs := s.rule(rr)
@@ -465,12 +587,16 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 			case rr.RetryAfter == engine.Never || d.RetryAfter == engine.Never:
 				tr.Retry.Never++
 				rep.Retry.Never++
-			case d.RetryAfter > 0:
+			case d.RetryAfter > 0 && d.Source != engine.FromLocal:
+				// The advice of the local fallback is about its own state, not Redis's.
 				tr.Retry.Advised++
 				rep.Retry.Advised++
 				s.sched.push(&event{at: at + d.RetryAfter.Microseconds(), kind: evProbe,
 					req: &pendingReq{tr: ts, attrs: attrs, n: n, rule: rs}})
 			}
+		}
+		if !onRedis {
+			continue
 		}
 		if d.Allowed && rr.Window > 0 && !rs.lease {
 			c := rs.cost(attrs, n)
@@ -503,7 +629,7 @@ func (s *sim) inflight(d *engine.Decision, attrs engine.Attrs, n int64, sign int
 
 // probe peeks at a denied request's advised retry instant: would it pass now?
 func (s *sim) probe(ctx context.Context, req *pendingReq) error {
-	d, err := s.eng.Peek(ctx, req.attrs)
+	d, err := s.peek.Peek(ctx, req.attrs)
 	if err != nil {
 		return err
 	}

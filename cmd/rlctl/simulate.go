@@ -30,6 +30,19 @@ one window, or in flight, against the limit) and how often retrying at the advis
 retry-after would have passed; whether each expectation holds; and a timeline of allowed
 and denied requests.
 
+A scenario's fault blocks make Redis fail on the virtual clock: "stall" (calls time out
+at the engine's deadline; the server runs them when the stall ends), "refuse", "error"
+(every call gets an error reply), "flush" (every key lost) or "restart" (refused, then
+back with no keys). The engine then runs with the scenario's engine block: deadline,
+breaker_failures, breaker_cooldown and deny_cache (defaults 50ms, 5, 1s and none), and
+each policy's on_error decides while Redis fails. The report adds, per fault and traffic
+source, how requests were decided (redis, local, fail-open, fail-deny, cache), how many
+timed out or met the open breaker, how long after the fault requests were still decided
+without Redis, and what the calls a stalled server ran late did: a late call that charged
+is a phantom charge. Expectations assert it with allowed_during_fault, denied_during_fault,
+degraded, decided_by, timed_out, breaker_open, recovered_within and phantom_charges (see
+the dsl package documentation).
+
 Flags:
   -scenario NAME  run only this scenario (default: every scenario in the files)
   -seed N         replace the scenarios' seed
