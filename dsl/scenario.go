@@ -569,7 +569,7 @@ func scenarioFunctions(s *Scenario, rules []string, o Outcome) map[string]functi
 			}
 			how := args[1].AsString()
 			if !slices.Contains(Deciders, how) {
-				return cty.UnknownVal(cty.Number), function.NewArgErrorf(1, "%q is not a way of deciding.%s Use %s", how, suggestion(how, Deciders), quoteList(Deciders))
+				return cty.UnknownVal(cty.Number), function.NewArgErrorf(1, "%q is not a way of deciding.%s Use \"redis\", \"local\" (the in-process fallback of on_error = \"local\"), \"fail_open\" (on_error = \"allow\"), \"fail_deny\" (on_error = \"deny\") or \"cache\" (the deny cache)", how, suggestion(how, Deciders))
 			}
 			if o == nil {
 				return cty.UnknownVal(cty.Number), nil
