@@ -2,9 +2,12 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -25,8 +28,8 @@ type faultRow struct {
 	// Phantom counts charges on Redis beyond what callers saw Redis allow; LeasesHeld the
 	// leases Redis holds after every caller released its own.
 	Phantom, LeasesHeld int64
-	// DegradedBy is the backend failures behind degraded decisions, most frequent first.
-	DegradedBy string
+	// DegradedBy counts the backend failures behind degraded decisions, by kind.
+	DegradedBy map[string]int
 }
 
 // reliabilityEnv names the file that TestFaults and TestClusterNodeDown append their
@@ -54,7 +57,7 @@ func reportFaults(t *testing.T, title string, rows []faultRow) {
 		return
 	}
 	defer f.Close()
-	if _, err := f.WriteString(head + table + "\n"); err != nil {
+	if _, err := f.WriteString(head + table + "\n" + failureTable(rows) + "\n"); err != nil {
 		t.Errorf("%s: %v", reliabilityEnv, err)
 	}
 }
@@ -79,4 +82,102 @@ func faultTable(rows []faultRow) string {
 // ms formats d in milliseconds with one decimal.
 func ms(d time.Duration) string {
 	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}
+
+// failureTable lists, per fault, the backend failures behind its degraded decisions in
+// every mode.
+func failureTable(rows []faultRow) string {
+	var b strings.Builder
+	b.WriteString("| fault | backend failures behind degraded decisions (all modes) |\n|---|---|\n")
+	var order []string
+	byFault := map[string]map[string]int{}
+	for _, r := range rows {
+		if byFault[r.Fault] == nil {
+			byFault[r.Fault] = map[string]int{}
+			order = append(order, r.Fault)
+		}
+		for k, n := range r.DegradedBy {
+			byFault[r.Fault][k] += n
+		}
+	}
+	for _, f := range order {
+		list := failureList(byFault[f])
+		if list == "" {
+			list = "none"
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", f, strings.ReplaceAll(list, "|", "\\|"))
+	}
+	return b.String()
+}
+
+// errCounts counts the backend failures behind degraded decisions, by kind.
+type errCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *errCounts) add(err error) {
+	kind := failureKind(err)
+	c.mu.Lock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[kind]++
+	c.mu.Unlock()
+}
+
+func (c *errCounts) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.n)
+}
+
+// failureKind is an error's message without what varies between occurrences: the
+// addresses of a network error, the script location of a Redis error reply.
+func failureKind(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	msg, _, _ := strings.Cut(err.Error(), "\n")
+	if f := strings.Fields(msg); len(f) > 2 && f[1] == "tcp" { // "read tcp a->b: i/o timeout"
+		msg = f[0] + " tcp: " + msg[strings.LastIndex(msg, ": ")+2:]
+	}
+	msg, _, _ = strings.Cut(msg, " script:")
+	if len(msg) > 70 {
+		msg = msg[:70] + "…"
+	}
+	return msg
+}
+
+// failureList renders counts, most frequent first.
+func failureList(counts map[string]int) string {
+	kinds := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(kinds, func(a, b string) int {
+		if c := counts[b] - counts[a]; c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for i, k := range kinds {
+		kinds[i] = fmt.Sprintf("%s ×%d", k, counts[k])
+	}
+	return strings.Join(kinds, ", ")
+}
+
+func TestFailureKind(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, "<nil>"},
+		{fmt.Errorf("read tcp 127.0.0.1:59612->127.0.0.1:37533: i/o timeout"), "read tcp: i/o timeout"},
+		{fmt.Errorf("dial tcp 127.0.0.1:33899: connect: connection refused"), "dial tcp: connection refused"},
+		{fmt.Errorf("OOM command not allowed when used memory > 'maxmemory'. script: 9f0c, on @user_script:12."),
+			"OOM command not allowed when used memory > 'maxmemory'."},
+		{fmt.Errorf("EOF"), "EOF"},
+	} {
+		if got := failureKind(tc.err); got != tc.want {
+			t.Errorf("failureKind(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
 }

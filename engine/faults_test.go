@@ -84,13 +84,15 @@ var faultModes = []string{"allow", "deny", "local"}
 // fault is one way Redis misbehaves. begin starts it on the target server and returns the
 // function that ends it, called hold later.
 type fault struct {
-	name      string
-	hold      time.Duration
-	ctxClient bool // the go-redis client has ContextTimeoutEnabled
-	cancel    bool // half the callers cancel their contexts at random points
-	healthy   bool // Redis stays healthy: callers that keep their contexts see only FromBackend
-	replica   bool // needs a second server to replicate from
-	begin     func(t *testing.T, env *faultEnv) (end func())
+	name string
+	hold time.Duration
+	// tuned: the client has the settings the engine asks for (ContextTimeoutEnabled,
+	// MaxRetries -1; see Redis); otherwise go-redis's defaults.
+	tuned   bool
+	cancel  bool // half the callers cancel their contexts at random points
+	healthy bool // Redis stays healthy: callers that keep their contexts see only FromBackend
+	replica bool // needs a second server to replicate from
+	begin   func(t *testing.T, env *faultEnv) (end func())
 }
 
 // faultEnv is what a fault acts on.
@@ -160,15 +162,16 @@ func healthy(*testing.T, *faultEnv) func() { return func() {} }
 var standaloneFaults = []fault{
 	{name: "SIGSTOP 30ms", hold: 30 * time.Millisecond, begin: pause},
 	{name: "SIGSTOP 1.5s", hold: 1500 * time.Millisecond, begin: pause},
-	{name: "SIGSTOP 1.5s, ContextTimeoutEnabled client", hold: 1500 * time.Millisecond, ctxClient: true, begin: pause},
+	{name: "SIGSTOP 1.5s, tuned client", hold: 1500 * time.Millisecond, tuned: true, begin: pause},
 	{name: "kill -9, restart on the same port", hold: 300 * time.Millisecond, begin: kill},
 	{name: "OOM (maxmemory 1mb, noeviction)", hold: 300 * time.Millisecond, begin: oom},
 	{name: "CLIENT KILL TYPE normal every 10ms", hold: 300 * time.Millisecond, begin: storm(10*time.Millisecond, "CLIENT", "KILL", "TYPE", "normal")},
+	{name: "CLIENT KILL TYPE normal every 10ms, tuned client", hold: 300 * time.Millisecond, tuned: true, begin: storm(10*time.Millisecond, "CLIENT", "KILL", "TYPE", "normal")},
 	{name: "SCRIPT FLUSH every 10ms", hold: 300 * time.Millisecond, healthy: true, begin: storm(10*time.Millisecond, "SCRIPT", "FLUSH")},
 	{name: "FLUSHALL every 20ms", hold: 300 * time.Millisecond, begin: storm(20*time.Millisecond, "FLUSHALL")},
 	{name: "read-only (REPLICAOF another server)", hold: 300 * time.Millisecond, replica: true, begin: readOnly},
 	{name: "half the callers cancel", hold: 300 * time.Millisecond, cancel: true, healthy: true, begin: healthy},
-	{name: "half the callers cancel, ContextTimeoutEnabled client", hold: 300 * time.Millisecond, cancel: true, healthy: true, ctxClient: true, begin: healthy},
+	{name: "half the callers cancel, tuned client", hold: 300 * time.Millisecond, cancel: true, healthy: true, tuned: true, begin: healthy},
 }
 
 // TestFaults breaks a real redis-server in each way of standaloneFaults under 32
@@ -184,8 +187,12 @@ func TestFaults(t *testing.T) {
 				if f.replica {
 					env.other = redistest.Start(t)
 				}
-				newClient := func(ctxTimeout bool) redis.UniversalClient {
-					return redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: ctxTimeout})
+				newClient := func(tuned bool) redis.UniversalClient {
+					o := &redis.Options{Addr: srv.Addr()}
+					if tuned {
+						o.ContextTimeoutEnabled, o.MaxRetries = true, -1
+					}
+					return redis.NewClient(o)
 				}
 				rows = append(rows, runFault(t, f, mode, env, newClient, nil))
 			})
@@ -207,8 +214,12 @@ func TestClusterNodeDown(t *testing.T) {
 	for _, f := range clusterFaults {
 		for _, mode := range faultModes {
 			t.Run(f.name+"/"+mode, func(t *testing.T) {
-				newClient := func(ctxTimeout bool) redis.UniversalClient {
-					return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: ctxTimeout})
+				newClient := func(tuned bool) redis.UniversalClient {
+					o := &redis.ClusterOptions{Addrs: cl.Addrs()}
+					if tuned {
+						o.ContextTimeoutEnabled, o.MaxRetries = true, -1
+					}
+					return redis.NewClusterClient(o)
 				}
 				nodeFor := func(key string) *redistest.Server {
 					c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
@@ -233,7 +244,7 @@ func TestClusterNodeDown(t *testing.T) {
 // runFault runs one fault under one on_error mode and checks every promise. nodeFor, when
 // set, picks the target: the node of the lease key.
 func runFault(t *testing.T, f fault, mode string, env *faultEnv,
-	newClient func(ctxTimeout bool) redis.UniversalClient, nodeFor func(key string) *redistest.Server) faultRow {
+	newClient func(tuned bool) redis.UniversalClient, nodeFor func(key string) *redistest.Server) faultRow {
 	baseline := runtime.NumGoroutine()
 	plan := compile(t, faultPolicy(mode))
 	degradedBy := &errCounts{}
@@ -243,7 +254,7 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	// The callers' engine, and a second engine on its own client for the lease
 	// acquisitions: its idle connections are ready, so what it sends into a stalled server
 	// is queued there rather than waiting for a connection the callers hold.
-	rdb, ldb := newClient(f.ctxClient), newClient(f.ctxClient)
+	rdb, ldb := newClient(f.tuned), newClient(f.tuned)
 	e, le := New(NewRedis(rdb), plan, opts...), New(NewRedis(ldb), plan, opts...)
 	closed := false
 	closeClients := func() {
@@ -384,9 +395,9 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	row.Decisions, row.FromRedis, row.Degraded = all.decisions, all.fromRedis, all.degraded
 	row.CallerErrors, row.Cancelled = all.callerErrs, all.cancelled
 	row.P99, row.Max = percentile(all.lat, 0.99), slices.Max(append(all.lat, 0))
-	row.DegradedBy = degradedBy.String()
+	row.DegradedBy = degradedBy.counts()
 	t.Logf("%s / %s: %d decisions, %d from Redis, %d degraded (%s), %d caller errors, %d cancelled; latency p99 %v max %v; recovery %v; %d goroutines left; %d phantom charges; %d leases held",
-		f.name, mode, row.Decisions, row.FromRedis, row.Degraded, row.DegradedBy, row.CallerErrors, row.Cancelled,
+		f.name, mode, row.Decisions, row.FromRedis, row.Degraded, failureList(row.DegradedBy), row.CallerErrors, row.Cancelled,
 		row.P99, row.Max, row.Recovery, row.Leaked, row.Phantom, row.LeasesHeld)
 
 	// The promises.
@@ -604,42 +615,4 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[min(len(s)-1, int(float64(len(s))*p))]
-}
-
-// errCounts counts the backend failures behind degraded decisions, by message.
-type errCounts struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *errCounts) add(err error) {
-	msg := "<nil>"
-	if err != nil {
-		// The error's kind, not the script location of a Redis error reply.
-		msg, _, _ = strings.Cut(err.Error(), " script:")
-		msg, _, _ = strings.Cut(msg, "\n")
-		if len(msg) > 70 {
-			msg = msg[:70] + "…"
-		}
-	}
-	c.mu.Lock()
-	if c.n == nil {
-		c.n = map[string]int{}
-	}
-	c.n[msg]++
-	c.mu.Unlock()
-}
-
-func (c *errCounts) String() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	msgs := make([]string, 0, len(c.n))
-	for m := range c.n {
-		msgs = append(msgs, m)
-	}
-	slices.SortFunc(msgs, func(a, b string) int { return c.n[b] - c.n[a] })
-	for i, m := range msgs {
-		msgs[i] = fmt.Sprintf("%q ×%d", m, c.n[m])
-	}
-	return strings.Join(msgs, ", ")
 }
