@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 )
@@ -431,6 +432,9 @@ func (l *loader) expectation(a *hcl.Attribute, s *Scenario, policy *Policy) *Exp
 		Functions: scenarioFunctions(s, rules, nil),
 	}
 	v, d := expr.Value(ctx)
+	if !d.HasErrors() {
+		d = callErrors(expr, ctx)
+	}
 	l.add(fixSuggestions(d, sortedKeys(ctx.Functions))...)
 	if d.HasErrors() {
 		return nil
@@ -444,6 +448,38 @@ func (l *loader) expectation(a *hcl.Attribute, s *Scenario, policy *Policy) *Exp
 		l.add(warnf(expr.Range(), "Expectation measures nothing", "This expectation is always %v: it calls none of the scenario functions (requests, allowed, denied, allowed_fraction, denied_fraction, denied_by, max_allowed_in, allowed_during_fault, denied_during_fault, degraded, decided_by, timed_out, breaker_open, recovered_within, phantom_charges).", b.True()))
 	}
 	return &Expect{Name: a.Name, Expr: expr, Range: a.Range, scenario: s, rules: rules, vars: l.env.ctx.Variables}
+}
+
+// callErrors evaluates each function call of expr on its own and returns their errors.
+// At load time the scenario functions return unknown values, and HCL then skips the right
+// operand of && and || and the unchosen result of a conditional, so a misnamed traffic
+// source there would otherwise only show when the scenario runs.
+func callErrors(expr hcl.Expression, ctx *hcl.EvalContext) hcl.Diagnostics {
+	syn, ok := expr.(hclsyntax.Expression)
+	if !ok {
+		return nil
+	}
+	var out hcl.Diagnostics
+	seen := map[string]bool{}
+	hclsyntax.VisitAll(syn, func(n hclsyntax.Node) hcl.Diagnostics {
+		call, ok := n.(*hclsyntax.FunctionCallExpr)
+		if !ok {
+			return nil
+		}
+		_, d := call.Value(ctx)
+		for _, diag := range d {
+			key := diag.Summary + "\x00" + diag.Detail
+			if diag.Subject != nil {
+				key += "\x00" + where(*diag.Subject)
+			}
+			if diag.Severity == hcl.DiagError && !seen[key] {
+				seen[key] = true
+				out = append(out, diag)
+			}
+		}
+		return nil
+	})
+	return out
 }
 
 func convertBool(v cty.Value) (cty.Value, error) {

@@ -16,6 +16,21 @@
 // are checked against). [ReadTrace] reads recorded traffic (JSON Lines or CSV) for
 // [WithTrace] to replay instead.
 //
+// # Faults
+//
+// A scenario's fault blocks (dsl.Fault) make the simulated Redis fail on the virtual
+// clock: a stall fails each call at once with an error wrapping context.DeadlineExceeded,
+// as a client past its deadline sees it, and the server runs the calls it held when the
+// stall ends; refuse and restart fail calls with a refused connection (a restart also
+// deletes every key), error with the fault's error reply, and a flush deletes every key.
+// Outside faults the calls run without the caller's deadline, so no result depends on how
+// fast the simulation runs. The engine runs with the scenario's deadline, breaker and deny
+// cache, and each policy's on_error decides while Redis fails. The Report's [FaultReport]s
+// count, per fault and traffic source, how requests were decided ([Decisions]), how long
+// after the fault requests were still decided without Redis, and what the held calls did
+// when they ran late ([LateCalls]): the engine puts its deadline in the call, so the script
+// refuses them and a late call charges nothing.
+//
 // # Check
 //
 // [Check] proves properties of every rule of a configuration, built-in algorithms and

@@ -377,6 +377,9 @@ func (r *Report) writeFaults(w io.Writer) {
 		fmt.Fprintf(w, "engine: deadline %s, breaker opens after %d %s for %s, %s\n", fmtDur(e.Deadline), e.BreakerFailures, plural(int64(e.BreakerFailures), "failure", "failures"), fmtDur(e.BreakerCooldown), cache)
 	}
 	tb := table{head: []string{"during", "traffic", "requests", "allowed", "denied", "decided by", "recovered"}, left: 2}
+	if len(r.Faults) == 0 {
+		tb.head = tb.head[:6]
+	}
 	tb.text = map[int]bool{5: true, 6: true}
 	for _, f := range r.Faults {
 		label := f.label()
@@ -391,7 +394,7 @@ func (r *Report) writeFaults(w io.Writer) {
 	}
 	label := "whole run"
 	for _, t := range r.Traffic {
-		tb.add(label, t.Name, itoa(t.Requests), itoa(t.Allowed), itoa(t.Denied), t.Decided.cell("failed"), "")
+		tb.add(label, t.Name, itoa(t.Requests), itoa(t.Allowed), itoa(t.Denied), t.Decided.cell("failed"))
 		label = ""
 	}
 	tb.write(w)

@@ -314,12 +314,10 @@ scenario "s" {
 	}
 }
 
-// The deny cache answers repeats of a denial without Redis, also while Redis is down. The
-// attacker may pass once every 10s: per 10s, Redis allows one request and denies the next
-// with a retry-after of 9s, and the cache answers the other 8, among them the 5 sent
-// during the fault (32s to 37s), which never reach the failing Redis.
-func TestSimulateDenyCache(t *testing.T) {
-	cfg := parse(t, map[string]string{"p.hcl": `
+// denyCachePolicy lets an attacker sending one request a second pass once every 10s, with
+// a deny cache, the given fault blocks and expectations.
+func denyCachePolicy(faults, expect string) string {
+	return `
 policy "p" {
   on_error = "allow"
   rule "r" {
@@ -336,20 +334,30 @@ scenario "s" {
     request = { user = "mallory" }
     rate    = "1/s"
   }
-  fault {
-    kind = "refuse"
-    at   = "32s"
-    for  = "5s"
-  }
+` + faults + `
   engine {
     deny_cache = 100
   }
   expect {
-    cached   = decided_by("attacker", "cache") == 48 && decided_by("attacker", "redis") == 12
-    held     = allowed("attacker") == 6 && denied_during_fault("attacker") == 5
-    no_calls = degraded("attacker") == 0
+    cached = decided_by("attacker", "cache") == 48 && decided_by("attacker", "redis") == 12
+` + expect + `
   }
-}`})
+}`
+}
+
+// The deny cache answers repeats of a denial without Redis, also while Redis is down. Per
+// 10s, Redis allows one request and denies the next with a retry-after of 9s, and the
+// cache answers the other 8, among them the 5 sent during the fault (32s to 37s), which
+// never reach the failing Redis.
+func TestSimulateDenyCache(t *testing.T) {
+	cfg := parse(t, map[string]string{"p.hcl": denyCachePolicy(`
+  fault {
+    kind = "refuse"
+    at   = "32s"
+    for  = "5s"
+  }`, `
+    held     = allowed("attacker") == 6 && denied_during_fault("attacker") == 5
+    no_calls = degraded("attacker") == 0`)})
 	r, err := Simulate(cfg, cfg.Scenarios[0])
 	if err != nil {
 		t.Fatal(err)
@@ -365,6 +373,23 @@ scenario "s" {
 	// Cached denials count for their rule, and their retry-after is probed like Redis's.
 	if ru := r.Rules[0]; ru.Denied != 54 || ru.Retry.Advised != 54 || ru.Retry.Honoured != 54 {
 		t.Fatalf("rule %+v", ru)
+	}
+
+	// Without the fault, the cache answers the same requests.
+	cfg = parse(t, map[string]string{"p.hcl": denyCachePolicy("", "")})
+	r, err = Simulate(cfg, cfg.Scenarios[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Traffic[0].Decided; d != (Decisions{Redis: 12, Cache: 48}) || r.Faults != nil || r.Engine == nil || r.Engine.DenyCache != 100 || len(r.Failed()) > 0 {
+		t.Fatalf("without faults: %+v, faults %v, engine %+v, %+v", d, r.Faults, r.Engine, r.Expect)
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(squeeze(text.String()), "engine: a deny cache of 100\nduring traffic requests allowed denied decided by\nwhole run attacker 60 6 54 redis 12, cache 48\n") {
+		t.Fatalf("report:\n%s", text.String())
 	}
 }
 
