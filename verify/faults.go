@@ -77,8 +77,13 @@ type LateCalls struct {
 	// deadline, so this is 0 unless that protection is missing.
 	Charged int64 `json:"charged"`
 	// Refused counts the calls the script refused with an error reply (its deadline had
-	// passed): they wrote nothing. The rest were denied, which writes nothing either.
+	// passed): they wrote nothing.
 	Refused int64 `json:"refused"`
+	// Denied counts the checks that were denied, which writes nothing either.
+	Denied int64 `json:"denied"`
+	// Released counts the releases of concurrency leases (refunds), which the engine sends
+	// without a deadline: run late, they give back what the lease's TTL would have.
+	Released int64 `json:"released"`
 }
 
 // EngineReport is the engine configuration a simulation ran with.
@@ -245,8 +250,13 @@ func (b *faultBackend) runHeld(f *faultRun) {
 			late.Refused++
 			continue
 		}
-		if rep, err := algorithms.DecodeReply(v, len(c.keys)); err == nil && rep.Allowed {
+		switch rep, err := algorithms.DecodeReply(v, len(c.keys)); {
+		case err != nil || len(c.argv) > 1 && c.argv[1] == string(algorithms.OpRefund):
+			late.Released++
+		case rep.Allowed:
 			late.Charged++
+		default:
+			late.Denied++
 		}
 	}
 	f.queue = nil
@@ -448,8 +458,12 @@ func (f *FaultReport) sentences(e *EngineReport) []string {
 		if l.Charged > 0 {
 			phantom = fmt.Sprintf("%d PHANTOM %s", l.Charged, plural(l.Charged, "CHARGE", "CHARGES"))
 		}
-		out = append(out, fmt.Sprintf("the server ran the %d %s it held at %s: %d refused past their deadline, %d denied, %d charged: %s",
-			l.Ran, plural(l.Ran, "call", "calls"), fmtDur(f.At+f.For), l.Refused, l.Ran-l.Refused-l.Charged, l.Charged, phantom))
+		released := ""
+		if l.Released > 0 {
+			released = fmt.Sprintf(", %d released %s", l.Released, plural(l.Released, "a lease", "leases"))
+		}
+		out = append(out, fmt.Sprintf("the server ran the %d %s it held at %s: %d refused past their deadline, %d denied, %d charged%s: %s",
+			l.Ran, plural(l.Ran, "call", "calls"), fmtDur(f.At+f.For), l.Refused, l.Denied, l.Charged, released, phantom))
 	}
 	if f.Kind == dsl.FaultFlush || f.Kind == dsl.FaultRestart {
 		out = append(out, fmt.Sprintf("%d %s lost", f.KeysLost, plural(int64(f.KeysLost), "key", "keys")))

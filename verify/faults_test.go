@@ -419,7 +419,7 @@ func TestSimulateFaultsDeterministic(t *testing.T) {
 	if !bytes.Equal(a, run()) {
 		t.Fatal("two runs differ")
 	}
-	for _, s := range []string{`"faults":[{"kind":"stall","at_ns":10000000000,"for_ns":2000000000,`, `"late_calls":{"ran":4,"charged":0,"refused":4}`, `"engine":{"deadline_ns":50000000,`, `"decided":{"redis":178,`} {
+	for _, s := range []string{`"faults":[{"kind":"stall","at_ns":10000000000,"for_ns":2000000000,`, `"late_calls":{"ran":4,"charged":0,"refused":4,"denied":0,"released":0}`, `"engine":{"deadline_ns":50000000,`, `"decided":{"redis":178,`} {
 		if !bytes.Contains(a, []byte(s)) {
 			t.Errorf("the JSON lacks %s", s)
 		}
@@ -469,5 +469,63 @@ func TestReadmeFaultExample(t *testing.T) {
 		if line != "..." && line != "" && !slices.Contains(lines, line) {
 			t.Errorf("README line %q is not in the report:\n%s", line, text.String())
 		}
+	}
+}
+
+// Concurrency leases through faults. One request a second holds a lease for 1.5s, 2 at
+// most. The lease taken at 9s is released at 10.5s, during the fault. A stalled server
+// holds the release and runs it at 15s: nothing is denied. A release refused while Redis
+// is down is lost, and the lease stays taken until its TTL (20s, so until 29s): from 15s
+// one lease is free, so every other request is denied (16s, 18s, … 28s).
+func TestSimulateFaultLeases(t *testing.T) {
+	for _, tc := range []struct {
+		kind             string
+		released, denied int64
+	}{
+		{"stall", 1, 0},
+		{"refuse", 0, 7},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			cfg := parse(t, map[string]string{"p.hcl": `
+policy "p" {
+  on_error = "allow"
+  rule "slots" {
+    algorithm = "concurrency"
+    key       = "all"
+    max       = 2
+    ttl       = "20s"
+  }
+}
+scenario "s" {
+  policy   = "p"
+  duration = "40s"
+  traffic "t" {
+    request = { user = "u" }
+    rate    = "1/s"
+    hold    = "1500ms"
+  }
+  fault {
+    kind = "` + tc.kind + `"
+    at   = "10s"
+    for  = "5s"
+  }
+  expect {
+    any = allowed_during_fault("t") == 5
+  }
+}`})
+			r, err := Simulate(cfg, cfg.Scenarios[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Failed()) > 0 {
+				t.Errorf("%+v", r.Expect)
+			}
+			if l := r.Faults[0].Late; l != nil && l.Released != tc.released {
+				t.Errorf("late calls %+v", l)
+			}
+			if d := r.Traffic[0].Denied; d != tc.denied {
+				t.Errorf("%d denied, want %d", d, tc.denied)
+			}
+		})
 	}
 }

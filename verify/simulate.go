@@ -611,8 +611,12 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 	}
 }
 
-// inflight counts the leases an allowed request holds (sign +1) or gave back (-1).
+// inflight counts the leases on Redis an allowed request holds (sign +1) or gave back
+// (-1). Leases of the local fallback are its own, and fail-open takes none.
 func (s *sim) inflight(d *engine.Decision, attrs engine.Attrs, n int64, sign int64) {
+	if d.Source != engine.FromBackend {
+		return
+	}
 	for i := range d.Rules {
 		rr := &d.Rules[i]
 		rs := s.rule(rr)
