@@ -270,7 +270,7 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	run := fmt.Sprint("r", faultRuns.Add(1), "-")
 	leaseReq := Attrs{"kind": "lease", "user": run + "lease"}
 	var leaseKey string
-	{
+	{ // One call per connection the lease engine will need (the fourth is denied: max 3).
 		var wg sync.WaitGroup
 		ds := make([]*Decision, leaseCallers)
 		for i := range leaseCallers {
@@ -315,6 +315,8 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	leases := make([]tally, leaseCallers)
 	released := make(chan struct{})
 	var lwg sync.WaitGroup
+	release := sync.OnceFunc(func() { close(released); lwg.Wait() })
+	defer release() // a test that stops early leaves no lease caller waiting
 	for i := range leaseCallers {
 		lwg.Go(func() {
 			s := &leases[i]
@@ -340,8 +342,7 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	for wait := time.Now().Add(bound + 2*time.Second); l.recovered.Load() == 0 && time.Now().Before(wait); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(released)
-	lwg.Wait()
+	release()
 	time.Sleep(faultTail)
 	halt()
 
