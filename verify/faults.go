@@ -65,9 +65,6 @@ type Decisions struct {
 	Errors int64 `json:"errors"`
 }
 
-// Degraded is the number of requests decided without Redis because it failed.
-func (d *Decisions) Degraded() int64 { return d.Local + d.FailOpen + d.FailDeny }
-
 // LateCalls are the calls a stalled server received and ran when the stall ended, after
 // their callers had given up at the deadline.
 type LateCalls struct {
@@ -309,7 +306,7 @@ func (d *Decisions) count(dec *engine.Decision) {
 	switch {
 	case errors.Is(dec.Err, context.DeadlineExceeded):
 		d.TimedOut++
-	case strings.Contains(dec.Err.Error(), "circuit open"):
+	case errors.Is(dec.Err, engine.ErrBreakerOpen):
 		d.BreakerOpen++
 	default:
 		d.Failed++
