@@ -144,7 +144,26 @@ const header = 4
 // IsDeadlineError reports whether err is the script's reply to a call that the server ran
 // after the call's Deadline: the call wrote nothing.
 func IsDeadlineError(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "RLCTL deadline passed")
+	_, ok := DeadlineServerTime(err)
+	return ok
+}
+
+// DeadlineServerTime returns the server's clock (µs since the Unix epoch) that a deadline
+// error reply carries, and whether err is one; the time is 0 when the reply has none.
+func DeadlineServerTime(err error) (int64, bool) {
+	const prefix = "RLCTL deadline passed"
+	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
+		return 0, false
+	}
+	rest, ok := strings.CutPrefix(err.Error()[len(prefix):], " at ")
+	if !ok {
+		return 0, true
+	}
+	var sec, usec int64
+	if n, _ := fmt.Sscanf(rest, "%d %d:", &sec, &usec); n != 2 || sec < 0 || usec < 0 || usec >= 1e6 || sec > MaxInt/1_000_000-1 {
+		return 0, true
+	}
+	return sec*1e6 + usec, true
 }
 
 // DecodeReply decodes the reply of a check call with n rules. v is what go-redis (RESP2)

@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
@@ -30,7 +32,14 @@ type checked struct {
 // check runs one group's call on the backend, or decides it by the policies' on_error when
 // the backend fails or the breaker is open. The only error it returns is the caller's.
 func (e *Engine) check(ctx context.Context, call *algorithms.Call, rules []pending, g group) (checked, error) {
+	if err := ctx.Err(); err != nil {
+		return checked{}, err
+	}
 	rep, class, err := e.call(ctx, call)
+	if err != nil && !errors.Is(err, ErrBreakerOpen) {
+		// The call may have run and taken its leases although nobody will see them.
+		e.orphans.add(e, call)
+	}
 	switch {
 	case err == nil:
 		return checked{rep: rep, src: FromBackend}, nil
@@ -38,6 +47,81 @@ func (e *Engine) check(ctx context.Context, call *algorithms.Call, rules []pendi
 		return checked{}, err
 	}
 	return e.degrade(ctx, call, rules, g, class, err)
+}
+
+// orphans are lease acquisitions that may have reached the backend although their callers
+// never saw them allowed: the call failed after it was sent (a connection killed after the
+// server ran it), or its caller left. The engine releases them once the backend answers
+// again, on a goroutine of its own. Releasing a lease that was never taken removes nothing:
+// a lease algorithm's refund must be idempotent. Counters have no such compensation: a call
+// whose reply was lost stays counted, as a request that reached the server.
+type orphans struct {
+	pending  atomic.Int64
+	mu       sync.Mutex
+	calls    []algorithms.Call
+	draining bool
+}
+
+// maxOrphans bounds the leases waiting for release; beyond it the oldest are left to
+// expire at their rule's ttl.
+const maxOrphans = 10_000
+
+// add records the leases of call, a check call that failed or a refund that could not be
+// sent.
+func (o *orphans) add(e *Engine, call *algorithms.Call) {
+	var leases []algorithms.Rule
+	for _, r := range call.Rules {
+		if r.Cost > 0 && r.Lease != "" && hasLease(r.Algorithm) {
+			leases = append(leases, r)
+		}
+	}
+	if len(leases) == 0 {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.calls) >= maxOrphans {
+		e.logs.log(e, "orphans", "rlctl: too many leases wait for release; the oldest will expire at their ttl")
+		o.calls = o.calls[1:]
+	}
+	o.calls = append(o.calls, algorithms.Call{Op: algorithms.OpRefund, Now: algorithms.ServerTime, Rules: leases})
+	o.pending.Store(int64(len(o.calls)))
+}
+
+// drain starts releasing the recorded leases, unless none wait or a release runs already.
+func (o *orphans) drain(e *Engine) {
+	if o.pending.Load() == 0 {
+		return
+	}
+	o.mu.Lock()
+	if o.draining || len(o.calls) == 0 {
+		o.mu.Unlock()
+		return
+	}
+	o.draining = true
+	o.mu.Unlock()
+	go func() {
+		for {
+			o.mu.Lock()
+			if len(o.calls) == 0 {
+				o.draining = false
+				o.mu.Unlock()
+				return
+			}
+			c := o.calls[0]
+			o.calls = o.calls[1:]
+			o.pending.Store(int64(len(o.calls)))
+			o.mu.Unlock()
+			if _, _, err := e.call(context.Background(), &c); err != nil {
+				o.mu.Lock()
+				o.calls = append([]algorithms.Call{c}, o.calls...)
+				o.pending.Store(int64(len(o.calls)))
+				o.draining = false
+				o.mu.Unlock()
+				return
+			}
+		}
+	}()
 }
 
 // call runs c on the backend through the breaker and within the decision deadline, and
@@ -70,8 +154,9 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 	if err == nil {
 		e.br.resolve(t, succeeded, e.clock())
 		if sent != 0 && rep.Server > 0 {
-			e.server.observe(sent, rep.Server)
+			e.server.observe(sent, e.clock().UnixMicro(), rep.Server)
 		}
+		e.orphans.drain(e)
 		return rep, ClassBackend, nil
 	}
 	class := classify(caller, err)
@@ -83,8 +168,10 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 		err = fmt.Errorf("%w: %w", ErrScript, err)
 	default:
 		e.br.resolve(t, failed, e.clock())
-		if algorithms.IsDeadlineError(err) {
-			e.server.reset()
+		// The server refused the call as late while the engine still waited: the clocks
+		// moved, the samples are stale, and the reply says where the server's is now.
+		if server, ok := algorithms.DeadlineServerTime(err); ok && server > 0 && sent != 0 {
+			e.server.restart(sent, e.clock().UnixMicro(), server)
 		}
 	}
 	return algorithms.Reply{}, class, err
@@ -189,11 +276,11 @@ func (e *Engine) refund(ctx context.Context, done []charged) {
 		var err error
 		if c.local {
 			_, err = e.exec(ctx, e.localBackend(), &c.call)
-		} else {
-			_, _, err = e.call(ctx, &c.call)
+		} else if _, _, err = e.call(ctx, &c.call); err != nil {
+			e.orphans.add(e, &c.call) // leases are released once the backend is back
 		}
 		if err != nil {
-			e.logs.log(e, "refund", "rlctl: a refund failed; the charge stays until the key expires", "err", err)
+			e.logs.log(e, "refund", "rlctl: a refund failed; a counter keeps the charge until its key expires", "err", err)
 		}
 	}
 }
@@ -202,8 +289,9 @@ func (e *Engine) refund(ctx context.Context, done []charged) {
 // and does not depend on ctx being live: a request whose client went away still gives
 // its leases back (ctx's values are kept, its cancellation is not). A release goes through
 // the breaker and the decision deadline like any call; one that cannot reach the backend
-// is logged, and its lease ends at its rule's ttl. A decision made without the backend
-// holds no backend lease. The error is always nil; it is kept for callers that check it.
+// is retried once the backend answers again (and the lease ends at its rule's ttl at the
+// latest). A decision made without the backend holds no backend lease. The error is
+// always nil; it is kept for callers that check it.
 func (e *Engine) Release(ctx context.Context, d *Decision) error {
 	held := d.held
 	d.held = nil
@@ -275,47 +363,53 @@ func (l *logLimiter) log(e *Engine, kind, msg string, args ...any) {
 	level(msg, args...)
 }
 
-// serverClock places deadlines on the backend's clock. Each reply gives a sample
-// server - sent, an upper bound of the offset between the clocks (the call took time to
-// arrive); the smallest of the recent samples is the estimate, so a deadline is never
-// earlier than the caller's, and at most one fast round trip later.
+// serverClock places deadlines on the backend's clock. A call sent at t0 and answered at
+// t1 (engine clock) with the server's clock T gives the sample T - t1, a lower bound of the
+// offset between the clocks, tightest for the call with the shortest round trip. The
+// deadline is the caller's give-up instant plus the lower bound of the recent call with the
+// shortest round trip: never later than the give-up instant on the server's clock, so a
+// call the server runs after it is one nobody waits for; and a call it runs before it
+// answers in time unless the answer travels slower than that fastest call's did.
 type serverClock struct {
 	mu      sync.Mutex
-	samples [8]int64
+	samples [8]clockSample
 	n, next int
 }
 
-func (c *serverClock) observe(sent, server int64) {
+type clockSample struct{ offset, rtt int64 }
+
+func (c *serverClock) observe(sent, received, server int64) {
 	c.mu.Lock()
-	c.samples[c.next] = server - sent
+	c.samples[c.next] = clockSample{offset: server - received, rtt: max(received-sent, 0)}
 	c.next = (c.next + 1) % len(c.samples)
 	c.n = min(c.n+1, len(c.samples))
 	c.mu.Unlock()
 }
 
+// restart forgets every sample but this one.
+func (c *serverClock) restart(sent, received, server int64) {
+	c.mu.Lock()
+	c.n, c.next = 0, 0
+	c.mu.Unlock()
+	c.observe(sent, received, server)
+}
+
 // deadline returns the server-clock instant wait µs after sent (engine clock), or 0 while
-// no sample is known.
+// no sample is known (the first calls of an engine carry no deadline).
 func (c *serverClock) deadline(sent, wait int64) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.n == 0 {
 		return 0
 	}
-	off := c.samples[0]
+	best := c.samples[0]
 	for _, s := range c.samples[1:c.n] {
-		off = min(off, s)
+		if s.rtt < best.rtt {
+			best = s
+		}
 	}
-	if d := sent + wait + off; d > 0 {
+	if d := sent + wait + best.offset; d > 0 {
 		return d
 	}
 	return 0
-}
-
-// reset forgets the samples: a call that the server refused as past its deadline while the
-// engine still waited means the clocks moved; the next call goes without a deadline and
-// brings a fresh sample.
-func (c *serverClock) reset() {
-	c.mu.Lock()
-	c.n, c.next = 0, 0
-	c.mu.Unlock()
 }

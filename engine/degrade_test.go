@@ -460,3 +460,117 @@ func TestDeadlineHoldsOnADefaultClient(t *testing.T) {
 		})
 	}
 }
+
+// waitFor polls cond until it holds, for at most 5 s (the release runs on a goroutine).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: not after 5s", what)
+}
+
+// TestLostReplyLeaseIsReleased: a lease acquisition that ran on the server but whose reply
+// was lost (its connection killed) is decided by on_error, and the engine releases the
+// lease once the backend answers again, so it does not hold the key for its ttl.
+func TestLostReplyLeaseIsReleased(t *testing.T) {
+	clock := newFrozen()
+	b := newFake(clock)
+	e := New(b, compile(t, modePolicy("allow", leaseRule)), WithClock(clock.now))
+	ctx := context.Background()
+	b.failWith(func(ctx context.Context, argv []string) error {
+		if argv[1] == "check" {
+			// Run the call, then lose its reply.
+			_, err := b.inner.Eval(ctx, algorithms.Default(), []string{"rl:p:r:u"}, argv)
+			if err != nil {
+				t.Errorf("the call itself failed: %v", err)
+			}
+			return io.EOF
+		}
+		return nil
+	})
+	d, err := e.Allow(ctx, Attrs{"user": "u"})
+	if err != nil || d.Source != FromFailOpen {
+		t.Fatalf("lost reply: %+v %v", d, err)
+	}
+	b.failWith(nil)
+	waitFor(t, "the orphaned lease is released", func() bool {
+		p, err := e.Peek(ctx, Attrs{"user": "u"})
+		return err == nil && p.Source == FromBackend && p.Rules[0].Remaining == 3
+	})
+}
+
+// TestReleaseRetriedAfterAnOutage: a release that cannot reach the backend goes out once
+// the backend answers again.
+func TestReleaseRetriedAfterAnOutage(t *testing.T) {
+	clock := newFrozen()
+	b := newFake(clock)
+	e := New(b, compile(t, modePolicy("deny", leaseRule)), WithClock(clock.now))
+	ctx := context.Background()
+	d, err := e.Allow(ctx, Attrs{"user": "u"})
+	if err != nil || d.Source != FromBackend || !d.Allowed {
+		t.Fatalf("allow: %+v %v", d, err)
+	}
+	b.failWith(func(context.Context, []string) error { return &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED} })
+	e.Release(ctx, d)
+	b.failWith(nil)
+	waitFor(t, "the lease is released after the outage", func() bool {
+		p, err := e.Peek(ctx, Attrs{"user": "u"})
+		return err == nil && p.Source == FromBackend && p.Rules[0].Remaining == 3
+	})
+}
+
+// TestServerClockJump: when the server's clock jumps ahead of the engine's estimate, the
+// first call is refused as late (and decided by on_error), its reply corrects the
+// estimate, and the next call succeeds.
+func TestServerClockJump(t *testing.T) {
+	client, server := newFrozen(), newFrozen()
+	b := &fakeBackend{inner: NewLocal(luahost.New(luahost.WithClock(clockFunc(server.now))))}
+	e := New(b, compile(t, modePolicy("allow", gcraRule)), WithClock(client.now))
+	ctx := context.Background()
+	if d, err := e.Peek(ctx, Attrs{"user": "u"}); err != nil || d.Source != FromBackend {
+		t.Fatalf("first call: %+v %v", d, err)
+	}
+	server.advance(time.Hour)
+	d, err := e.Allow(ctx, Attrs{"user": "u"})
+	if err != nil || d.Source != FromFailOpen || !algorithms.IsDeadlineError(d.Err) {
+		t.Fatalf("after the jump: %+v %v", d, err)
+	}
+	if d, err := e.Allow(ctx, Attrs{"user": "u"}); err != nil || d.Source != FromBackend {
+		t.Fatalf("after the correction: %+v %v", d, err)
+	}
+}
+
+// TestServerClockDeadline: the deadline is the give-up instant moved by the lower bound of
+// the offset from the recent call with the shortest round trip.
+func TestServerClockDeadline(t *testing.T) {
+	var c serverClock
+	if d := c.deadline(1000, 50); d != 0 {
+		t.Fatalf("no sample: deadline %d, want none", d)
+	}
+	c.observe(1000, 1400, 5400) // rtt 400, offset >= 4000
+	c.observe(2000, 2100, 6050) // rtt 100, offset >= 3950
+	c.observe(3000, 3900, 7950) // rtt 900, offset >= 4050
+	if d := c.deadline(10_000, 50); d != 10_000+50+3950 {
+		t.Fatalf("deadline %d, want %d", d, 10_000+50+3950)
+	}
+	for i := range 8 { // the fastest sample ages out
+		c.observe(int64(i), int64(i)+200, int64(i)+200+4000)
+	}
+	if d := c.deadline(10_000, 50); d != 10_000+50+4000 {
+		t.Fatalf("deadline %d, want %d", d, 10_000+50+4000)
+	}
+}
+
+// TestDeadlineErrorCarriesServerTime pins the parse of the script's deadline reply.
+func TestDeadlineErrorCarriesServerTime(t *testing.T) {
+	us, ok := algorithms.DeadlineServerTime(replyError("RLCTL deadline passed at 1764460800 000123: the caller stopped waiting"))
+	if !ok || us != 1764460800_000123 {
+		t.Fatalf("got %d %v", us, ok)
+	}
+	if _, ok := algorithms.DeadlineServerTime(replyError("RLCTL protocol mismatch")); ok {
+		t.Fatal("another RLCTL error read as a deadline error")
+	}
+}

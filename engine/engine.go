@@ -31,6 +31,7 @@ type Engine struct {
 	cache   *denyCache
 	server  serverClock
 	logs    logLimiter
+	orphans orphans
 
 	leasePrefix string
 	leaseSeq    atomic.Uint64

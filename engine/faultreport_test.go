@@ -25,9 +25,11 @@ type faultRow struct {
 	Recovery time.Duration
 	// Leaked is the goroutines left above the count before the engine's calls.
 	Leaked int
-	// Phantom counts charges on Redis beyond what callers saw Redis allow; LeasesHeld the
-	// leases Redis holds after every caller released its own.
-	Phantom, LeasesHeld int64
+	// Lost counts the degraded decisions whose call was sent and got no answer (a network
+	// error or the deadline): such a call may have run. Phantom counts charges on Redis
+	// beyond what callers saw Redis allow and beyond Lost; LeasesHeld the leases Redis
+	// holds after every caller released its own.
+	Lost, Phantom, LeasesHeld int64
 	// DegradedBy counts the backend failures behind degraded decisions, by kind.
 	DegradedBy map[string]int
 }
@@ -65,16 +67,16 @@ func reportFaults(t *testing.T, title string, rows []faultRow) {
 // faultTable renders rows as a markdown table.
 func faultTable(rows []faultRow) string {
 	var b strings.Builder
-	b.WriteString("| fault | on_error | decisions | by Redis | degraded | caller errors | cancelled | p99 | max | recovery | goroutines left | phantom charges | leases held |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| fault | on_error | decisions | by Redis | degraded | caller errors | cancelled | p99 | max | recovery | goroutines left | unanswered calls | phantom charges | leases held |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rows {
 		recovery := "none"
 		if r.Recovery > 0 {
 			recovery = ms(r.Recovery)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %s | %s | %s | %d | %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %s | %s | %s | %d | %d | %d | %d |\n",
 			r.Fault, r.Mode, r.Decisions, r.FromRedis, r.Degraded, r.CallerErrors, r.Cancelled,
-			ms(r.P99), ms(r.Max), recovery, r.Leaked, r.Phantom, r.LeasesHeld)
+			ms(r.P99), ms(r.Max), recovery, r.Leaked, r.Lost, r.Phantom, r.LeasesHeld)
 	}
 	return b.String()
 }

@@ -18,9 +18,10 @@
 --   untouched (as if peeked) when it is denied.
 -- Reply (refund): {1, 0, now_us, server_us}.
 -- Errors: an error reply starting with "RLCTL" for any malformed ARGV, and
---   "RLCTL deadline passed" when the server runs the call after its deadline (a call that
---   waited in a stalled server's queue while its caller gave up): nothing is written, so a
---   call nobody waits for any more charges nothing.
+--   "RLCTL deadline passed at <seconds> <microseconds>" (the server's TIME) when the server
+--   runs the call after its deadline (a call that waited in a stalled server's queue while
+--   its caller gave up): nothing is written, so a call nobody waits for any more charges
+--   nothing.
 
 local function int_arg(s, min)
   local v = tonumber(s)
@@ -58,7 +59,9 @@ if ARGV[4] ~= '' then
     return redis.error_reply('RLCTL bad deadline ' .. tostring(ARGV[4]))
   end
   if server_now > deadline then
-    return redis.error_reply('RLCTL deadline passed: the caller stopped waiting before the server ran the call; nothing was charged')
+    -- The server time (TIME's two strings, so no number is formatted) lets a caller that
+    -- still waits correct its estimate of this server's clock.
+    return redis.error_reply('RLCTL deadline passed at ' .. t[1] .. ' ' .. t[2] .. ': the caller stopped waiting before the server ran the call; nothing was charged')
   end
 end
 

@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the error classification table in RELIABILITY.md")
+
+const (
+	classesBegin = "<!-- classification: generated from engine.ReplyClasses by go test ./engine -run TestReliabilityQuotesTheClassification -update -->\n"
+	classesEnd   = "<!-- end of classification -->\n"
+)
+
+// classesTable renders ReplyClasses, and the errors that are not replies, as markdown.
+func classesTable() string {
+	var b strings.Builder
+	b.WriteString("| error | class | what it means | what the engine does |\n|---|---|---|---|\n")
+	does := map[Class]string{
+		ClassBackend: "on_error decides; counts towards the breaker",
+		ClassScript:  "on_error decides; logged at error level; the backend counts as healthy",
+		ClassCaller:  "returned to the caller",
+	}
+	row := func(err string, c Class, meaning string) {
+		b.WriteString("| " + err + " | " + c.String() + " | " + meaning + " | " + does[c] + " |\n")
+	}
+	for _, r := range ReplyClasses {
+		row("`"+r.Prefix+" …`", r.Class, r.Meaning)
+	}
+	row("any other error reply", ClassBackend, "a server state this table does not know")
+	row("a reply that does not decode", ClassScript, "the script and the engine disagree on the reply's shape")
+	row("network error, closed connection, client timeout, pool timeout, the engine's deadline", ClassBackend, "the server cannot be reached in time")
+	row("breaker open (`engine.ErrBreakerOpen`)", ClassBackend, "recent calls failed; the backend was not asked (not counted again)")
+	row("`engine.ErrRequest`", ClassCaller, "a policy expression failed on the request, or a negative or overflowing cost")
+	row("the caller's context cancelled or past its deadline", ClassCaller, "the caller stopped waiting; its call may still be charged, as a request that arrived")
+	return b.String()
+}
+
+// TestReliabilityQuotesTheClassification: RELIABILITY.md's classification table is the one
+// the engine uses.
+func TestReliabilityQuotesTheClassification(t *testing.T) {
+	const path = "../RELIABILITY.md"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	i, j := strings.Index(doc, classesBegin), strings.Index(doc, classesEnd)
+	if i < 0 || j < i {
+		t.Fatalf("%s has no classification markers:\n%s%s", path, classesBegin, classesEnd)
+	}
+	want := doc[:i+len(classesBegin)] + classesTable() + doc[j:]
+	if want == doc {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("%s's classification table differs from engine.ReplyClasses; run go test ./engine -run TestReliabilityQuotesTheClassification -update", path)
+}
