@@ -88,8 +88,8 @@ type fault struct {
 	hold time.Duration
 	// tuned: the client has the settings the engine asks for (ContextTimeoutEnabled,
 	// MaxRetries -1; see Redis); otherwise go-redis's defaults.
-	tuned   bool
-	cancel  bool // half the callers cancel their contexts at random points
+	tuned  bool
+	cancel bool // half the callers cancel their contexts at random points
 	// resends: the fault kills connections and the client retries (go-redis's default), so
 	// a call whose reply was lost is sent again and may be charged twice: phantom charges
 	// are measured, not asserted (the engine warns about such a client).
