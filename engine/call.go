@@ -52,7 +52,7 @@ func (e *Engine) check(ctx context.Context, call *algorithms.Call, rules []pendi
 // orphans are lease acquisitions that may have reached the backend although their callers
 // never saw them allowed: the call failed after it was sent (a connection killed after the
 // server ran it), or its caller left. The engine releases them once the backend answers
-// again, on a goroutine of its own. Releasing a lease that was never taken removes nothing:
+// again, one after each answered call. Releasing a lease that was never taken removes nothing:
 // a lease algorithm's refund must be idempotent. Counters have no such compensation: a call
 // whose reply was lost stays counted, as a request that reached the server.
 type orphans struct {
@@ -88,7 +88,10 @@ func (o *orphans) add(e *Engine, call *algorithms.Call) {
 	o.pending.Store(int64(len(o.calls)))
 }
 
-// drain starts releasing the recorded leases, unless none wait or a release runs already.
+// drain releases the oldest recorded lease acquisition, if any, and no release runs
+// already. It runs after a call the backend answered, on that caller's goroutine: one
+// release per answered call keeps the cost of an outage's aftermath spread over calls, and
+// keeps the engine deterministic on a virtual clock.
 func (o *orphans) drain(e *Engine) {
 	if o.pending.Load() == 0 {
 		return
@@ -99,29 +102,18 @@ func (o *orphans) drain(e *Engine) {
 		return
 	}
 	o.draining = true
+	c := o.calls[0]
+	o.calls = o.calls[1:]
+	o.pending.Store(int64(len(o.calls)))
 	o.mu.Unlock()
-	go func() {
-		for {
-			o.mu.Lock()
-			if len(o.calls) == 0 {
-				o.draining = false
-				o.mu.Unlock()
-				return
-			}
-			c := o.calls[0]
-			o.calls = o.calls[1:]
-			o.pending.Store(int64(len(o.calls)))
-			o.mu.Unlock()
-			if _, _, err := e.call(context.Background(), &c); err != nil {
-				o.mu.Lock()
-				o.calls = append([]algorithms.Call{c}, o.calls...)
-				o.pending.Store(int64(len(o.calls)))
-				o.draining = false
-				o.mu.Unlock()
-				return
-			}
-		}
-	}()
+	_, _, err := e.call(context.Background(), &c)
+	o.mu.Lock()
+	if err != nil {
+		o.calls = append([]algorithms.Call{c}, o.calls...)
+		o.pending.Store(int64(len(o.calls)))
+	}
+	o.draining = false
+	o.mu.Unlock()
 }
 
 // call runs c on the backend through the breaker and within the decision deadline, and
