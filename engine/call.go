@@ -123,10 +123,6 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 	if err := ctx.Err(); err != nil {
 		return algorithms.Reply{}, ClassCaller, err
 	}
-	t, ok := e.br.acquire(e.clock())
-	if !ok {
-		return algorithms.Reply{}, ClassBackend, ErrBreakerOpen
-	}
 	_, inProcess := e.backend.(interface{ inProcess() })
 	var sent int64
 	if !inProcess && e.timeout > 0 {
@@ -142,9 +138,14 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 			c.Deadline = e.server.deadline(sent, wait.Microseconds())
 		}
 	}
+	br := e.breakerFor(ctx, c)
+	t, ok := br.acquire(e.clock())
+	if !ok {
+		return algorithms.Reply{}, ClassBackend, ErrBreakerOpen
+	}
 	rep, err := e.exec(ctx, e.backend, c)
 	if err == nil {
-		e.br.resolve(t, succeeded, e.clock())
+		br.resolve(t, succeeded, e.clock())
 		if sent != 0 && rep.Server > 0 {
 			e.server.observe(sent, e.clock().UnixMicro(), rep.Server)
 		}
@@ -154,12 +155,12 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 	class := classify(caller, err)
 	switch class {
 	case ClassCaller:
-		e.br.resolve(t, abandoned, e.clock())
+		br.resolve(t, abandoned, e.clock())
 	case ClassScript:
-		e.br.resolve(t, succeeded, e.clock())
+		br.resolve(t, succeeded, e.clock())
 		err = fmt.Errorf("%w: %w", ErrScript, err)
 	default:
-		e.br.resolve(t, failed, e.clock())
+		br.resolve(t, failed, e.clock())
 		// The server refused the call as late while the engine still waited: the clocks
 		// moved, the samples are stale, and the reply says where the server's is now.
 		if server, ok := algorithms.DeadlineServerTime(err); ok && server > 0 && sent != 0 {
@@ -167,6 +168,28 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 		}
 	}
 	return algorithms.Reply{}, class, err
+}
+
+// breakerFor returns the breaker of the node c goes to: on a Redis Cluster each primary has
+// its own, so one node down does not open the circuit for the others, nor do the others'
+// successes keep it closed; elsewhere (and while the cluster's slot map is unknown) the
+// engine's one breaker.
+func (e *Engine) breakerFor(ctx context.Context, c *algorithms.Call) *breaker {
+	if e.clusterClient == nil || len(c.Rules) == 0 {
+		return &e.br
+	}
+	node, err := e.clusterClient.MasterForKey(ctx, c.Rules[0].Key)
+	if err != nil {
+		return &e.br
+	}
+	addr := node.Options().Addr
+	if b, ok := e.nodes.Load(addr); ok {
+		return b.(*breaker)
+	}
+	b := &breaker{threshold: e.br.threshold, cooldown: e.br.cooldown}
+	b.changed = func(from, to BreakerState) { e.breakerChanged(addr, from, to) }
+	actual, _ := e.nodes.LoadOrStore(addr, b)
+	return actual.(*breaker)
 }
 
 // exec sends c to b and decodes the reply. A reply that does not decode is an

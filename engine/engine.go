@@ -23,6 +23,10 @@ type Engine struct {
 	backend Backend
 	local   Backend // the on_error = "local" fallback
 	cluster bool
+	// clusterClient is the backend's client on a Redis Cluster; nodes holds a breaker per
+	// primary's address.
+	clusterClient *redis.ClusterClient
+	nodes         sync.Map
 	timeout time.Duration
 	clock   func() time.Time
 	log     *slog.Logger
@@ -46,8 +50,9 @@ type Hooks struct {
 	// Degraded is called when a backend failure made a policy decide by its on_error mode
 	// ("allow", "deny" or "local"); err is the failure (Classify tells its class).
 	Degraded func(policy, mode string, err error)
-	// Breaker is called when the circuit breaker changes state.
-	Breaker func(from, to BreakerState)
+	// Breaker is called when a circuit breaker changes state: the engine's, with node "",
+	// or on a Redis Cluster the breaker of the primary at address node.
+	Breaker func(node string, from, to BreakerState)
 }
 
 // Option configures an Engine.
@@ -78,7 +83,7 @@ func WithHooks(h Hooks) Option { return func(e *Engine) { e.hooks = h } }
 // no request reaches the backend, and policies decide by their on_error mode; then one
 // request probes, and its outcome closes or reopens the circuit. Only backend failures
 // count: a caller that cancels its context, or a script error (the server answered), never
-// does. Default: 5 failures, 1s.
+// does. On a Redis Cluster each primary has a breaker of its own. Default: 5 failures, 1s.
 func WithBreaker(failures int, cooldown time.Duration) Option {
 	return func(e *Engine) { e.br.threshold, e.br.cooldown = int64(max(failures, 1)), cooldown }
 }
@@ -112,7 +117,7 @@ func New(backend Backend, plan *Plan, opts ...Option) *Engine {
 		br:      breaker{threshold: 5, cooldown: time.Second},
 	}
 	if r, ok := backend.(*Redis); ok {
-		_, e.cluster = r.c.(*redis.ClusterClient)
+		e.clusterClient, e.cluster = r.c.(*redis.ClusterClient)
 	}
 	var id [6]byte
 	_, _ = rand.Read(id[:])
@@ -120,12 +125,7 @@ func New(backend Backend, plan *Plan, opts ...Option) *Engine {
 	for _, o := range opts {
 		o(e)
 	}
-	e.br.changed = func(from, to BreakerState) {
-		e.log.Warn("rlctl: backend circuit "+to.String(), "from", from.String())
-		if e.hooks.Breaker != nil {
-			e.hooks.Breaker(from, to)
-		}
-	}
+	e.br.changed = func(from, to BreakerState) { e.breakerChanged("", from, to) }
 	if r, ok := backend.(*Redis); ok && r.detach && e.timeout > 0 {
 		e.log.Warn("rlctl: the Redis client does not end calls at their context's deadline; " +
 			"the engine returns at its deadline anyway, but each abandoned call keeps a connection " +
@@ -450,6 +450,17 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 	}
 	e.decided(d)
 	return d, nil
+}
+
+func (e *Engine) breakerChanged(node string, from, to BreakerState) {
+	if node == "" {
+		e.log.Warn("rlctl: backend circuit "+to.String(), "from", from.String())
+	} else {
+		e.log.Warn("rlctl: backend circuit "+to.String(), "node", node, "from", from.String())
+	}
+	if e.hooks.Breaker != nil {
+		e.hooks.Breaker(node, from, to)
+	}
 }
 
 func (e *Engine) decided(d *Decision) {
