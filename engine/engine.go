@@ -27,15 +27,15 @@ type Engine struct {
 	// primary's address.
 	clusterClient *redis.ClusterClient
 	nodes         sync.Map
-	timeout time.Duration
-	clock   func() time.Time
-	log     *slog.Logger
-	hooks   Hooks
-	br      breaker
-	cache   *denyCache
-	server  serverClock
-	logs    logLimiter
-	orphans orphans
+	timeout       time.Duration
+	clock         func() time.Time
+	log           *slog.Logger
+	hooks         Hooks
+	br            breaker
+	cache         *denyCache
+	server        serverClock
+	logs          logLimiter
+	orphans       orphans
 
 	leasePrefix string
 	leaseSeq    atomic.Uint64
