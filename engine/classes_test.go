@@ -24,7 +24,11 @@ func classesTable() string {
 		ClassCaller:  "returned to the caller",
 	}
 	row := func(err string, c Class, meaning string) {
-		b.WriteString("| " + err + " | " + c.String() + " | " + meaning + " | " + does[c] + " |\n")
+		d := does[c]
+		if err == "breaker open (`engine.ErrBreakerOpen`)" {
+			d = "on_error decides; the breaker's probe, after the cooldown, asks the backend again"
+		}
+		b.WriteString("| " + err + " | " + c.String() + " | " + meaning + " | " + d + " |\n")
 	}
 	for _, r := range ReplyClasses {
 		row("`"+r.Prefix+" …`", r.Class, r.Meaning)
@@ -32,7 +36,7 @@ func classesTable() string {
 	row("any other error reply", ClassBackend, "a server state this table does not know")
 	row("a reply that does not decode", ClassScript, "the script and the engine disagree on the reply's shape")
 	row("network error, closed connection, client timeout, pool timeout, the engine's deadline", ClassBackend, "the server cannot be reached in time")
-	row("breaker open (`engine.ErrBreakerOpen`)", ClassBackend, "recent calls failed; the backend was not asked (not counted again)")
+	row("breaker open (`engine.ErrBreakerOpen`)", ClassBackend, "recent calls failed; the backend was not asked")
 	row("`engine.ErrRequest`", ClassCaller, "a policy expression failed on the request, or a negative or overflowing cost")
 	row("the caller's context cancelled or past its deadline", ClassCaller, "the caller stopped waiting; its call may still be charged, as a request that arrived")
 	return b.String()
@@ -62,4 +66,29 @@ func TestReliabilityQuotesTheClassification(t *testing.T) {
 		return
 	}
 	t.Errorf("%s's classification table differs from engine.ReplyClasses; run go test ./engine -run TestReliabilityQuotesTheClassification -update", path)
+}
+
+// TestReadmeQuotesTheReliabilityPromises: README.md states the engine's reliability promises
+// in the words of RELIABILITY.md.
+func TestReadmeQuotesTheReliabilityPromises(t *testing.T) {
+	rel, err := os.ReadFile("../RELIABILITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "<!-- promises -->\n", "<!-- end of promises -->\n"
+	quote := func(name string, doc []byte) string {
+		s := string(doc)
+		i, j := strings.Index(s, begin), strings.Index(s, end)
+		if i < 0 || j < i {
+			t.Fatalf("%s has no promise markers %q … %q", name, begin, end)
+		}
+		return s[i+len(begin) : j]
+	}
+	if r, m := quote("README.md", readme), quote("RELIABILITY.md", rel); r != m {
+		t.Errorf("README.md's reliability promises differ from RELIABILITY.md's:\n--- README.md\n%s--- RELIABILITY.md\n%s", r, m)
+	}
 }
