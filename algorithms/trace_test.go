@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -323,6 +325,16 @@ func checkTraces(t *testing.T, ex executor, seed uint64, n, length int, keysFor 
 		}
 		small := rn.shrink(calls[:m+1])
 		m2, want1, got, err := rn.firstMismatch(small)
+		if err == nil && m2 < 0 && ex.name() == "redis" && expiredEarly(calls[:m+1], got0) {
+			// A real server expires keys on its wall clock, not the trace's: a stalled
+			// machine (a loaded CI box) can let a key with a millisecond TTL expire between
+			// a call and the PERSIST after it. A divergence that a rerun does not repeat
+			// and that reads exactly as an empty key is that, not the script's doing; the
+			// luahost run of the same traces checks expiry on the trace's clock.
+			t.Logf("trace %d (seed %d): a key expired on the server's wall clock mid-trace (a rerun agrees with the model):\n%s  want %+v\n  got  %+v",
+				i, seed, formatTrace(calls[:m+1]), want0, got0)
+			continue
+		}
 		if err != nil || m2 < 0 {
 			t.Fatalf("trace %d (seed %d): %s differs from the reference model at call %d, but a rerun does not (err=%v):\n%s  want %+v\n  got  %+v",
 				i, seed, ex.name(), m+1, err, formatTrace(calls[:m+1]), want0, got0)
@@ -330,6 +342,30 @@ func checkTraces(t *testing.T, ex executor, seed uint64, n, length int, keysFor 
 		t.Fatalf("trace %d (seed %d): %s differs from the reference model after this shrunk trace:\n%s  want %+v\n  got  %+v",
 			i, seed, ex.name(), formatTrace(small), want1, got)
 	}
+}
+
+// expiredEarly reports whether got, the reply to the last of calls, is what the model
+// answers when the keys whose results differ had expired just before that call.
+func expiredEarly(calls []Call, got Reply) bool {
+	o := NewOracle()
+	for i := range calls[:len(calls)-1] {
+		if _, err := o.Do(&calls[i]); err != nil {
+			return false
+		}
+	}
+	last := calls[len(calls)-1]
+	clone := &Oracle{states: maps.Clone(o.states), algs: maps.Clone(o.algs)}
+	want, err := clone.Do(&last)
+	if err != nil || len(want.Rules) != len(got.Rules) {
+		return false
+	}
+	for i := range want.Rules {
+		if want.Rules[i] != got.Rules[i] {
+			delete(o.states, last.Rules[i].Key)
+		}
+	}
+	expired, err := o.Do(&last)
+	return err == nil && expired.Allowed == got.Allowed && expired.Decider == got.Decider && slices.Equal(expired.Rules, got.Rules)
 }
 
 // hostExec runs calls on a fresh luahost whose clock follows each call's time, so TTLs
@@ -382,4 +418,26 @@ var invocations atomic.Int64
 // freshPrefix returns a key prefix no other test invocation in this process uses.
 func freshPrefix(t testing.TB) string {
 	return fmt.Sprintf("%d:%d:%s", os.Getpid(), invocations.Add(1), t.Name())
+}
+
+// TestExpiredEarly: the divergence a loaded machine produced on a real server (a sliding
+// log key with a 2 ms TTL expired between a call and the PERSIST after it) reads as an
+// early expiry; a wrong answer does not.
+func TestExpiredEarly(t *testing.T) {
+	a, _ := Lookup("sliding_log")
+	rule := func(cost int64, shadow bool) Rule {
+		return Rule{Key: "t57:k0", Algorithm: a, Cost: cost, Shadow: shadow, Params: []int64{7, 9}}
+	}
+	calls := []Call{
+		{Op: OpCheck, Now: 1700213732040190, Rules: []Rule{rule(1, false)}},
+		{Op: OpCheck, Now: 1700213732040191, Rules: []Rule{rule(0, true)}},
+	}
+	empty := Reply{Allowed: true, Now: 1700213732040191, Rules: []RuleResult{{Allowed: true, Remaining: 7, Limit: 7}}}
+	if !expiredEarly(calls, empty) {
+		t.Error("an empty key's answer is not recognised as an early expiry")
+	}
+	wrong := Reply{Allowed: true, Now: 1700213732040191, Rules: []RuleResult{{Allowed: true, Remaining: 5, ResetAfter: 8, Limit: 7}}}
+	if expiredEarly(calls, wrong) {
+		t.Error("a wrong answer passes for an early expiry")
+	}
 }
