@@ -113,112 +113,70 @@ func cIsSpace(c byte) bool {
 	return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'
 }
 
-// strtod parses the longest prefix of s that C's strtod accepts (leading
-// white space, sign, decimal or hexadecimal mantissa and exponent, "inf",
-// "infinity", "nan"). It returns the value, the number of bytes consumed (0
-// when nothing parses) and whether the value over- or underflowed (ERANGE).
-func strtod(s string) (f float64, n int, erange bool) {
+// numText is the number C's strtod and strtold find at the start of a
+// string: leading white space, a sign, then "inf", "infinity", "nan" or
+// "nan(chars)", a hexadecimal mantissa ("0x", digits with an optional
+// point) with an optional binary exponent ("p"), or a decimal mantissa with
+// an optional exponent ("e").
+type numText struct {
+	n       int  // bytes consumed; 0 when nothing parses
+	neg     bool // a '-' sign
+	kind    byte // 'i' infinity, 'n' NaN, 'x' hexadecimal, 'd' decimal
+	mant    string
+	exp     string // the exponent with its sign, "" for none
+	nonzero bool   // a mantissa digit is not 0
+}
+
+// scanNumber returns the longest prefix of s that strtod accepts.
+func scanNumber(s string) numText {
 	i := 0
 	for i < len(s) && cIsSpace(s[i]) {
 		i++
 	}
-	start := i
-	neg := false
+	var t numText
 	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		neg = s[i] == '-'
+		t.neg = s[i] == '-'
 		i++
 	}
 	rest := s[i:]
-	sign := 1.0
-	if neg {
-		sign = -1
-	}
 	switch {
 	case hasPrefixFold(rest, "infinity"):
-		return sign * math.Inf(1), i + 8, false
+		t.kind, t.n = 'i', i+8
+		return t
 	case hasPrefixFold(rest, "inf"):
-		return sign * math.Inf(1), i + 3, false
+		t.kind, t.n = 'i', i+3
+		return t
 	case hasPrefixFold(rest, "nan"):
-		j := i + 3
+		t.kind, t.n = 'n', i+3
 		// "nan(n-char-sequence)" is accepted as a whole.
-		if j < len(s) && s[j] == '(' {
+		if j := t.n; j < len(s) && s[j] == '(' {
 			k := j + 1
 			for k < len(s) && (isAlnum(s[k]) || s[k] == '_') {
 				k++
 			}
 			if k < len(s) && s[k] == ')' {
-				j = k + 1
+				t.n = k + 1
 			}
 		}
-		nan := math.NaN()
-		if neg {
-			nan = math.Copysign(nan, -1)
-		}
-		return nan, j, false
+		return t
 	}
-	if len(rest) >= 2 && rest[0] == '0' && (rest[1] == 'x' || rest[1] == 'X') {
-		if f, m, ok := parseHexFloat(rest); ok {
-			return sign * f, i + m, false
-		}
-		// "0x" without hex digits: strtod takes the "0".
-		return sign * 0, i + 1, false
+	hex := len(rest) >= 2 && rest[0] == '0' && (rest[1] == 'x' || rest[1] == 'X')
+	j, digits := i, 0
+	isDig, expChar := isDigit, byte('e')
+	if hex {
+		j += 2
+		isDig, expChar = isHex, 'p'
 	}
-	// Decimal: digits [. digits] [e [sign] digits], at least one digit.
-	j := i
-	digits := 0
-	nonzero := false
-	for j < len(s) && isDigit(s[j]) {
-		nonzero = nonzero || s[j] != '0'
-		j++
-		digits++
-	}
-	if j < len(s) && s[j] == '.' {
-		j++
-		for j < len(s) && isDigit(s[j]) {
-			nonzero = nonzero || s[j] != '0'
-			j++
-			digits++
-		}
-	}
-	if digits == 0 {
-		return 0, 0, false
-	}
-	if j < len(s) && (s[j] == 'e' || s[j] == 'E') {
-		k := j + 1
-		if k < len(s) && (s[k] == '+' || s[k] == '-') {
-			k++
-		}
-		if k < len(s) && isDigit(s[k]) {
-			for k < len(s) && isDigit(s[k]) {
-				k++
-			}
-			j = k
-		}
-	}
-	v, err := strconv.ParseFloat(s[start:j], 64)
-	if err != nil {
-		// Only ErrRange is possible here: the text is well formed.
-		return v, j, true
-	}
-	if v == 0 && nonzero {
-		return v, j, true // underflow to zero
-	}
-	return v, j, false
-}
-
-// parseHexFloat parses a "0x" mantissa with optional binary exponent at the
-// start of s, returning how many bytes it used; ok is false when no hex
-// digit follows "0x".
-func parseHexFloat(s string) (f float64, n int, ok bool) {
-	j := 2
-	digits := 0
-	for j < len(s) && isHex(s[j]) {
+	m := j
+	for j < len(s) && isDig(s[j]) {
+		t.nonzero = t.nonzero || s[j] != '0'
 		j++
 		digits++
 	}
 	if j < len(s) && s[j] == '.' {
 		k := j + 1
-		for k < len(s) && isHex(s[k]) {
+		for k < len(s) && isDig(s[k]) {
+			t.nonzero = t.nonzero || s[k] != '0'
 			k++
 			digits++
 		}
@@ -227,11 +185,16 @@ func parseHexFloat(s string) (f float64, n int, ok bool) {
 		}
 	}
 	if digits == 0 {
-		return 0, 0, false
+		if hex { // "0x" without hex digits: strtod takes the "0"
+			t.kind, t.mant, t.n = 'd', "0", i+1
+		}
+		return t
 	}
-	mant := s[:j]
-	exp := "p0"
-	if j < len(s) && (s[j] == 'p' || s[j] == 'P') {
+	t.kind, t.mant = 'd', s[m:j]
+	if hex {
+		t.kind = 'x'
+	}
+	if j < len(s) && (s[j]|0x20) == expChar {
 		k := j + 1
 		if k < len(s) && (s[k] == '+' || s[k] == '-') {
 			k++
@@ -240,12 +203,48 @@ func parseHexFloat(s string) (f float64, n int, ok bool) {
 			for k < len(s) && isDigit(s[k]) {
 				k++
 			}
-			exp = s[j:k]
+			t.exp = s[j+1 : k]
 			j = k
 		}
 	}
-	v, _ := strconv.ParseFloat(mant+exp, 64)
-	return v, j, true
+	t.n = j
+	return t
+}
+
+// strtod parses the longest prefix of s that C's strtod accepts (see
+// numText). It returns the value, the number of bytes consumed (0 when
+// nothing parses) and whether the value over- or underflowed (ERANGE).
+func strtod(s string) (f float64, n int, erange bool) {
+	t := scanNumber(s)
+	sign := 1.0
+	if t.neg {
+		sign = -1
+	}
+	switch t.kind {
+	case 0:
+		return 0, 0, false
+	case 'i':
+		return sign * math.Inf(1), t.n, false
+	case 'n':
+		return math.Copysign(math.NaN(), sign), t.n, false
+	}
+	text := t.mant
+	if t.kind == 'x' {
+		exp := t.exp
+		if exp == "" {
+			exp = "0"
+		}
+		text = "0x" + t.mant + "p" + exp
+	} else if t.exp != "" {
+		text += "e" + t.exp
+	}
+	v, err := strconv.ParseFloat(text, 64)
+	if err != nil || (v == 0 && t.nonzero) {
+		// Only ErrRange is possible here: the text is well formed. An
+		// underflow to zero is not an error to ParseFloat.
+		return sign * v, t.n, true
+	}
+	return sign * v, t.n, false
 }
 
 // parseFloat parses s as Redis's string2d does (ZADD scores, increments):

@@ -90,6 +90,10 @@ func TestParseFloat(t *testing.T) {
 		{"5e-324", 5e-324, true, true},
 		{"0x10", 16, true, true},
 		{"0x1p-2", 0.25, true, true},
+		{"0x1p99999", 0, false, true},  // overflow, as Redis's ZADD refuses it
+		{"0x1p-99999", 0, false, true}, // underflow to zero
+		{"0x1p-1074", 5e-324, true, true},
+		{"-0x.8", -0.5, true, true},
 		{"nan", 0, false, false},
 		{" 1", 0, false, true},
 		{"1 ", 0, false, false},
