@@ -110,3 +110,44 @@ return n
 		}
 	}
 }
+
+// BenchmarkListLog measures a list-based log capped at 1000 entries: push,
+// trim, length.
+func BenchmarkListLog(b *testing.B) {
+	const script = `
+redis.call('LPUSH', KEYS[1], ARGV[1])
+redis.call('LTRIM', KEYS[1], 0, 999)
+return redis.call('LLEN', KEYS[1])
+`
+	h := luahost.New(luahost.WithTimeout(0))
+	sha, err := h.Load(script)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := []string{"log"}
+	for i := 0; i < 1000; i++ {
+		if _, err := h.EvalSHA(ctx, sha, keys, []string{itoa(int64(i))}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := h.EvalSHA(ctx, sha, keys, []string{"1764472786000000"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkIncrbyfloat measures INCRBYFLOAT, which adds in C's long double.
+func BenchmarkIncrbyfloat(b *testing.B) {
+	h := luahost.New()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := h.Do(ctx, "INCRBYFLOAT", "k", "0.25"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

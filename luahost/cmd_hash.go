@@ -1,6 +1,9 @@
 package luahost
 
-import "strconv"
+import (
+	"math/big"
+	"strconv"
+)
 
 func cmdHget(c *cmdCtx, args []string) any {
 	e, err := c.lookupKind(args[1], kindHash)
@@ -150,4 +153,81 @@ func cmdHexists(c *cmdCtx, args []string) any {
 		return int64(1)
 	}
 	return int64(0)
+}
+
+// cmdHincrbyfloat is HINCRBYFLOAT key field increment, in long double (see
+// longdouble.go), checked in Redis 7.0's order: the increment, the key's
+// type, the field's value, the sum.
+func cmdHincrbyfloat(c *cmdCtx, args []string) any {
+	incr, ok := parseLongDouble(args[3])
+	if !ok {
+		return errNotFloat()
+	}
+	if incr.IsInf() {
+		return errorf("ERR value is NaN or Infinity")
+	}
+	e, err := hashForWrite(c, args[1])
+	if err != nil {
+		return err
+	}
+	cur := new(big.Float)
+	if s, found := e.hash.get(args[2]); found {
+		if cur, ok = parseLongDouble(s); !ok {
+			return errorf("ERR hash value is not a float")
+		}
+	}
+	sum, ok := ldAdd(cur, incr)
+	if !ok {
+		return errorf("ERR increment would produce NaN or Infinity")
+	}
+	s := formatLongDoubleHuman(sum)
+	e.hash.set(args[2], s)
+	return s
+}
+
+func cmdHsetnx(c *cmdCtx, args []string) any {
+	e, err := hashForWrite(c, args[1])
+	if err != nil {
+		return err
+	}
+	if _, found := e.hash.get(args[2]); found {
+		return int64(0)
+	}
+	e.hash.set(args[2], args[3])
+	return int64(1)
+}
+
+func cmdHkeys(c *cmdCtx, args []string) any { return hashColumn(c, args[1], true) }
+func cmdHvals(c *cmdCtx, args []string) any { return hashColumn(c, args[1], false) }
+
+// hashColumn lists a hash's fields or its values, in HGETALL's order.
+func hashColumn(c *cmdCtx, key string, fields bool) any {
+	e, err := c.lookupKind(key, kindHash)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return []any{}
+	}
+	col := e.hash.values
+	if fields {
+		col = e.hash.fields
+	}
+	out := make([]any, len(col))
+	for i, v := range col {
+		out[i] = v
+	}
+	return out
+}
+
+func cmdHstrlen(c *cmdCtx, args []string) any {
+	e, err := c.lookupKind(args[1], kindHash)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		return int64(0)
+	}
+	v, _ := e.hash.get(args[2])
+	return int64(len(v))
 }

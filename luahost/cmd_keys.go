@@ -133,12 +133,19 @@ func expireGeneric(c *cmdCtx, args []string, base int64, unit int64) any {
 	return int64(1)
 }
 
-func cmdTTL(c *cmdCtx, args []string) any  { return ttlGeneric(c, args[1], false) }
-func cmdPTTL(c *cmdCtx, args []string) any { return ttlGeneric(c, args[1], true) }
+func cmdTTL(c *cmdCtx, args []string) any  { return ttlGeneric(c, args[1], false, false) }
+func cmdPTTL(c *cmdCtx, args []string) any { return ttlGeneric(c, args[1], true, false) }
+func cmdExpiretime(c *cmdCtx, args []string) any {
+	return ttlGeneric(c, args[1], false, true)
+}
+func cmdPexpiretime(c *cmdCtx, args []string) any {
+	return ttlGeneric(c, args[1], true, true)
+}
 
-// ttlGeneric answers -2 for a missing key, -1 for a key without expiry, and
-// otherwise the time left: milliseconds, or seconds rounded to nearest.
-func ttlGeneric(c *cmdCtx, key string, ms bool) any {
+// ttlGeneric is Redis 7.0's ttlGenericCommand: -2 for a missing key, -1 for
+// a key without expiry, and otherwise the time left (abs: the expire time as
+// a Unix time) in milliseconds, or in seconds rounded to nearest.
+func ttlGeneric(c *cmdCtx, key string, ms, abs bool) any {
 	e := c.lookup(key)
 	if e == nil {
 		return int64(-2)
@@ -146,7 +153,11 @@ func ttlGeneric(c *cmdCtx, key string, ms bool) any {
 	if !e.expires {
 		return int64(-1)
 	}
-	ttl := max(e.expireAt-c.now, 0)
+	ttl := e.expireAt
+	if !abs {
+		ttl -= c.now
+	}
+	ttl = max(ttl, 0)
 	if ms {
 		return ttl
 	}

@@ -199,7 +199,11 @@ func cmdZscore(c *cmdCtx, args []string) any {
 	return nil
 }
 
-func cmdZrank(c *cmdCtx, args []string) any {
+func cmdZrank(c *cmdCtx, args []string) any    { return zrankGeneric(c, args, false) }
+func cmdZrevrank(c *cmdCtx, args []string) any { return zrankGeneric(c, args, true) }
+
+// zrankGeneric is ZRANK and (reverse: from the highest) ZREVRANK.
+func zrankGeneric(c *cmdCtx, args []string, reverse bool) any {
 	e, err := c.lookupKind(args[1], kindZset)
 	if err != nil {
 		return err
@@ -207,10 +211,31 @@ func cmdZrank(c *cmdCtx, args []string) any {
 	if e == nil {
 		return nil
 	}
-	if r, ok := e.zset.rank(args[2]); ok {
-		return int64(r)
+	r, ok := e.zset.rank(args[2])
+	if !ok {
+		return nil
 	}
-	return nil
+	if reverse {
+		r = e.zset.card() - 1 - r
+	}
+	return int64(r)
+}
+
+// cmdZmscore is ZMSCORE key member...: each member's score or nil.
+func cmdZmscore(c *cmdCtx, args []string) any {
+	e, err := c.lookupKind(args[1], kindZset)
+	if err != nil {
+		return err
+	}
+	out := make([]any, len(args)-2)
+	if e != nil {
+		for i, m := range args[2:] {
+			if s, ok := e.zset.score(m); ok {
+				out[i] = formatScore(s)
+			}
+		}
+	}
+	return out
 }
 
 // Range kinds and directions of Redis 7.0's zrangeGenericCommand.
@@ -309,6 +334,20 @@ func zrangeGeneric(c *cmdCtx, args []string, kindOfRange, dir int) any {
 		return zrangeByRank(e.zset, start, end, withScores, reverse)
 	}
 	return zrangeByScore(e.zset, &r, offset, limit, withScores, reverse)
+}
+
+// parseIndexes parses the start and stop of a range of ranks or list
+// indexes.
+func parseIndexes(start, stop string) (int64, int64, *ErrorReply) {
+	s, ok := parseInt(start)
+	if !ok {
+		return 0, 0, errNotInt()
+	}
+	e, ok := parseInt(stop)
+	if !ok {
+		return 0, 0, errNotInt()
+	}
+	return s, e, nil
 }
 
 // clampRanks turns Redis start/stop indexes (negative from the end) into a
@@ -416,13 +455,9 @@ func cmdZremrangebyscore(c *cmdCtx, args []string) any {
 }
 
 func cmdZremrangebyrank(c *cmdCtx, args []string) any {
-	start, ok := parseInt(args[2])
-	if !ok {
-		return errNotInt()
-	}
-	end, ok := parseInt(args[3])
-	if !ok {
-		return errNotInt()
+	start, end, err := parseIndexes(args[2], args[3])
+	if err != nil {
+		return err
 	}
 	e, err := c.lookupKind(args[1], kindZset)
 	if err != nil {
@@ -442,8 +477,12 @@ func cmdZremrangebyrank(c *cmdCtx, args []string) any {
 	return int64(n)
 }
 
-// cmdZpopmin is ZPOPMIN key [count]: a flat member, score array.
-func cmdZpopmin(c *cmdCtx, args []string) any {
+func cmdZpopmin(c *cmdCtx, args []string) any { return zpopGeneric(c, args, false) }
+func cmdZpopmax(c *cmdCtx, args []string) any { return zpopGeneric(c, args, true) }
+
+// zpopGeneric is ZPOPMIN and ZPOPMAX key [count]: a flat member, score
+// array, lowest (highest) first.
+func zpopGeneric(c *cmdCtx, args []string, highest bool) any {
 	if len(args) > 3 {
 		return errSyntax()
 	}
@@ -464,6 +503,9 @@ func cmdZpopmin(c *cmdCtx, args []string) any {
 	out := []any{}
 	for ; count > 0; count-- {
 		x := e.zset.first()
+		if highest {
+			x = e.zset.tail
+		}
 		if x == nil {
 			break
 		}

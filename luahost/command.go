@@ -1,5 +1,10 @@
 package luahost
 
+import (
+	"sort"
+	"strings"
+)
+
 // statusReply is a Redis status ("+OK"). Scripts see it as {ok=...}; Go
 // callers get it as a plain string, as go-redis returns it.
 type statusReply string
@@ -66,7 +71,8 @@ next:
 	return "", false
 }
 
-// commandTable holds every command the host implements, by lower-case name.
+// commandTable holds every command the host implements, by lower-case name,
+// with Redis 7.0's arity and key positions.
 var commandTable = buildCommandTable(
 	// server
 	&command{"ping", -1, 0, 0, 0, cmdPing},
@@ -74,7 +80,9 @@ var commandTable = buildCommandTable(
 	&command{"time", 1, 0, 0, 0, cmdTime},
 	// keys
 	&command{"del", -2, 1, -1, 1, cmdDel},
+	&command{"unlink", -2, 1, -1, 1, cmdDel},
 	&command{"exists", -2, 1, -1, 1, cmdExists},
+	&command{"touch", -2, 1, -1, 1, cmdExists},
 	&command{"type", 2, 1, 1, 1, cmdType},
 	&command{"expire", -3, 1, 1, 1, cmdExpire},
 	&command{"pexpire", -3, 1, 1, 1, cmdPexpire},
@@ -82,25 +90,57 @@ var commandTable = buildCommandTable(
 	&command{"pexpireat", -3, 1, 1, 1, cmdPexpireat},
 	&command{"ttl", 2, 1, 1, 1, cmdTTL},
 	&command{"pttl", 2, 1, 1, 1, cmdPTTL},
+	&command{"expiretime", 2, 1, 1, 1, cmdExpiretime},
+	&command{"pexpiretime", 2, 1, 1, 1, cmdPexpiretime},
 	&command{"persist", 2, 1, 1, 1, cmdPersist},
 	// strings
 	&command{"get", 2, 1, 1, 1, cmdGet},
 	&command{"set", -3, 1, 1, 1, cmdSet},
+	&command{"setex", 4, 1, 1, 1, cmdSetex},
+	&command{"psetex", 4, 1, 1, 1, cmdPsetex},
+	&command{"setnx", 3, 1, 1, 1, cmdSetnx},
+	&command{"getset", 3, 1, 1, 1, cmdGetset},
+	&command{"getdel", 2, 1, 1, 1, cmdGetdel},
+	&command{"getex", -2, 1, 1, 1, cmdGetex},
 	&command{"mget", -2, 1, -1, 1, cmdMget},
+	&command{"mset", -3, 1, -1, 2, cmdMset},
+	&command{"msetnx", -3, 1, -1, 2, cmdMsetnx},
+	&command{"append", 3, 1, 1, 1, cmdAppend},
+	&command{"strlen", 2, 1, 1, 1, cmdStrlen},
 	&command{"incr", 2, 1, 1, 1, cmdIncr},
 	&command{"decr", 2, 1, 1, 1, cmdDecr},
 	&command{"incrby", 3, 1, 1, 1, cmdIncrby},
 	&command{"decrby", 3, 1, 1, 1, cmdDecrby},
+	&command{"incrbyfloat", 3, 1, 1, 1, cmdIncrbyfloat},
 	// hashes
 	&command{"hget", 3, 1, 1, 1, cmdHget},
 	&command{"hmget", -3, 1, 1, 1, cmdHmget},
 	&command{"hset", -4, 1, 1, 1, cmdHset},
 	&command{"hmset", -4, 1, 1, 1, cmdHset},
+	&command{"hsetnx", 4, 1, 1, 1, cmdHsetnx},
 	&command{"hdel", -3, 1, 1, 1, cmdHdel},
 	&command{"hgetall", 2, 1, 1, 1, cmdHgetall},
+	&command{"hkeys", 2, 1, 1, 1, cmdHkeys},
+	&command{"hvals", 2, 1, 1, 1, cmdHvals},
 	&command{"hincrby", 4, 1, 1, 1, cmdHincrby},
+	&command{"hincrbyfloat", 4, 1, 1, 1, cmdHincrbyfloat},
 	&command{"hlen", 2, 1, 1, 1, cmdHlen},
+	&command{"hstrlen", 3, 1, 1, 1, cmdHstrlen},
 	&command{"hexists", 3, 1, 1, 1, cmdHexists},
+	// lists
+	&command{"lpush", -3, 1, 1, 1, cmdLpush},
+	&command{"rpush", -3, 1, 1, 1, cmdRpush},
+	&command{"lpushx", -3, 1, 1, 1, cmdLpushx},
+	&command{"rpushx", -3, 1, 1, 1, cmdRpushx},
+	&command{"lpop", -2, 1, 1, 1, cmdLpop},
+	&command{"rpop", -2, 1, 1, 1, cmdRpop},
+	&command{"llen", 2, 1, 1, 1, cmdLlen},
+	&command{"lrange", 4, 1, 1, 1, cmdLrange},
+	&command{"ltrim", 4, 1, 1, 1, cmdLtrim},
+	&command{"lindex", 3, 1, 1, 1, cmdLindex},
+	&command{"lset", 4, 1, 1, 1, cmdLset},
+	&command{"lrem", 4, 1, 1, 1, cmdLrem},
+	&command{"linsert", 5, 1, 1, 1, cmdLinsert},
 	// sorted sets
 	&command{"zadd", -4, 1, 1, 1, cmdZadd},
 	&command{"zincrby", 4, 1, 1, 1, cmdZincrby},
@@ -108,7 +148,9 @@ var commandTable = buildCommandTable(
 	&command{"zcard", 2, 1, 1, 1, cmdZcard},
 	&command{"zcount", 4, 1, 1, 1, cmdZcount},
 	&command{"zscore", 3, 1, 1, 1, cmdZscore},
+	&command{"zmscore", -3, 1, 1, 1, cmdZmscore},
 	&command{"zrank", 3, 1, 1, 1, cmdZrank},
+	&command{"zrevrank", 3, 1, 1, 1, cmdZrevrank},
 	&command{"zrange", -4, 1, 1, 1, cmdZrange},
 	&command{"zrevrange", -4, 1, 1, 1, cmdZrevrange},
 	&command{"zrangebyscore", -4, 1, 1, 1, cmdZrangebyscore},
@@ -116,7 +158,20 @@ var commandTable = buildCommandTable(
 	&command{"zremrangebyscore", 4, 1, 1, 1, cmdZremrangebyscore},
 	&command{"zremrangebyrank", 4, 1, 1, 1, cmdZremrangebyrank},
 	&command{"zpopmin", -2, 1, 1, 1, cmdZpopmin},
+	&command{"zpopmax", -2, 1, 1, 1, cmdZpopmax},
 )
+
+// Commands returns the names of the Redis commands the host implements, in
+// upper case, sorted. Scripts calling any other command fail with an
+// "ERR Unknown Redis command called from script" error that names it.
+func Commands() []string {
+	names := make([]string, 0, len(commandTable))
+	for name := range commandTable {
+		names = append(names, strings.ToUpper(name))
+	}
+	sort.Strings(names)
+	return names
+}
 
 func buildCommandTable(cmds ...*command) map[string]*command {
 	m := make(map[string]*command, len(cmds))

@@ -19,8 +19,10 @@
 //
 // Where a script can observe a difference, the host follows Redis 7.0. A
 // differential test runs a few hundred hand-written scripts, and seeded
-// random command traces, on a real redis-server and on the host and
-// requires identical replies. What it pins down:
+// random command traces over every command below and every type, on a real
+// redis-server and on the host and requires identical replies; another
+// checks each command's arity and key positions against COMMAND INFO. What
+// they pin down:
 //
 //   - Reply conversion both ways; redis.call and redis.pcall argument rules
 //     (numbers formatted "%.17g") and error texts, including " script:
@@ -41,20 +43,32 @@
 //     still during a script; TTL rounds to the nearest second; an expire
 //     time at or before now deletes the key. Sorted-set scores reply as
 //     "%.17g" (Redis 7.0; 7.2 switched to the shortest form).
+//   - INCRBYFLOAT and HINCRBYFLOAT add in C's long double as Redis on x86-64
+//     does (the x87 format: a 64-bit significand) and store "%.17Lf" with
+//     trailing zeros cut, digit for digit. Redis built where long double is
+//     another format (arm64: 128-bit) stores other digits.
 //
-// Commands: PING ECHO TIME; DEL EXISTS TYPE EXPIRE PEXPIRE EXPIREAT
-// PEXPIREAT (NX XX GT LT) TTL PTTL PERSIST; GET SET (NX XX GET KEEPTTL EX PX
-// EXAT PXAT) MGET INCR DECR INCRBY DECRBY; HGET HMGET HSET HMSET HDEL HGETALL
-// HINCRBY HLEN HEXISTS; ZADD (NX XX GT LT CH INCR) ZINCRBY ZREM ZCARD ZCOUNT
-// ZSCORE ZRANK ZRANGE (BYSCORE REV LIMIT WITHSCORES) ZREVRANGE ZRANGEBYSCORE
-// ZREVRANGEBYSCORE ZREMRANGEBYSCORE ZREMRANGEBYRANK ZPOPMIN.
+// Commands (Commands lists them): PING ECHO TIME; DEL UNLINK EXISTS TOUCH
+// TYPE EXPIRE PEXPIRE EXPIREAT PEXPIREAT (NX XX GT LT) TTL PTTL EXPIRETIME
+// PEXPIRETIME PERSIST; GET SET (NX XX GET KEEPTTL EX PX EXAT PXAT) SETEX
+// PSETEX SETNX GETSET GETDEL GETEX (EX PX EXAT PXAT PERSIST) MGET MSET MSETNX
+// APPEND STRLEN INCR DECR INCRBY DECRBY INCRBYFLOAT; HGET HMGET HSET HMSET
+// HSETNX HDEL HGETALL HKEYS HVALS HINCRBY HINCRBYFLOAT HLEN HSTRLEN HEXISTS;
+// LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP (count) LLEN LRANGE LTRIM LINDEX LSET
+// LREM LINSERT; ZADD (NX XX GT LT CH INCR) ZINCRBY ZREM ZCARD ZCOUNT ZSCORE
+// ZMSCORE ZRANK ZREVRANK ZRANGE (BYSCORE REV LIMIT WITHSCORES) ZREVRANGE
+// ZRANGEBYSCORE ZREVRANGEBYSCORE ZREMRANGEBYSCORE ZREMRANGEBYRANK ZPOPMIN
+// ZPOPMAX. Each has Redis 7.0's arity, key positions, replies, error texts
+// and WRONGTYPE checks, in Redis's order of checks.
 //
 // Known differences from Redis 7.0:
 //
 //   - Missing: the cjson, cmsgpack and struct libraries (reading them is the
 //     nonexistent-global error), RESP3 (redis.setresp(3) is an error), ZRANGE
-//     BYLEX, and every command not listed above (scripts get "Unknown Redis
-//     command called from script").
+//     BYLEX, and every command not listed above. A script calling one gets
+//     Redis's "ERR Unknown Redis command called from script" followed by the
+//     command's name, ": 'nosuch'", or ": luahost does not implement
+//     'blpop'" for a command Redis 7.0 has; Redis's message names none.
 //   - Messages of Lua's own errors come from gopher-lua and are worded
 //     differently ("syntax error" for "unexpected symbol", "cannot perform
 //     add operation between ..." for "attempt to perform arithmetic on
@@ -70,9 +84,10 @@
 //     replies "ERR unknown error".
 //   - # and ipairs see nothing in library tables (neither has an array part
 //     in Redis either); pairs, next and rawget see their contents.
-//   - HGETALL lists fields in insertion order, as Redis does for hashes of up
-//     to 128 short fields (listpack); a score of -0 is stored as 0, as Redis
-//     does for sorted sets of up to 128 members.
+//   - HGETALL, HKEYS and HVALS list fields in insertion order, as Redis does
+//     for hashes of up to 128 fields and values of up to 64 bytes (listpack);
+//     a score of -0 is stored as 0, as Redis does for sorted sets of up to
+//     128 members.
 //   - redis.log, redis.debug and redis.set_repl do nothing; redis.breakpoint
 //     returns false; redis.REDIS_VERSION is "7.0.0".
 package luahost

@@ -57,8 +57,8 @@ func WithStrictKeys(on bool) Option { return func(o *options) { o.strict = on } 
 
 // Host is an in-process stand-in for a Redis 7.0 server running Lua
 // scripts: a gopher-lua VM set up as Redis sets up its Lua environment, and
-// an in-memory keyspace of strings, hashes and sorted sets whose TTLs run
-// on the host's Clock.
+// an in-memory keyspace of strings, hashes, lists and sorted sets whose TTLs
+// run on the host's Clock.
 //
 // A Host is safe for concurrent use. Like Redis it runs one script or
 // command at a time, so a script is atomic with respect to everything else

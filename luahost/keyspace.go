@@ -13,6 +13,7 @@ const (
 	kindString kind = iota + 1
 	kindHash
 	kindZset
+	kindList
 )
 
 func (k kind) String() string {
@@ -23,6 +24,8 @@ func (k kind) String() string {
 		return "hash"
 	case kindZset:
 		return "zset"
+	case kindList:
+		return "list"
 	}
 	return "none"
 }
@@ -33,6 +36,7 @@ type entry struct {
 	str      string
 	hash     *hash
 	zset     *zset
+	list     *list
 	expires  bool
 	expireAt int64 // Unix milliseconds; the key is gone once now > expireAt
 }
@@ -96,7 +100,8 @@ func (ks *keyspace) keys(now int64) []string {
 }
 
 // dump renders an entry canonically: its type, its contents (hash fields
-// sorted, sorted-set members in order with %.17g scores) and its absolute
+// sorted, sorted-set members in order with %.17g scores, list elements from
+// head to tail) and its absolute
 // expiry. Each string is length-prefixed, so distinct values never render
 // alike.
 func dump(e *entry) string {
@@ -126,6 +131,10 @@ func dump(e *entry) string {
 		for x := e.zset.first(); x != nil; x = x.level[0].forward {
 			str(x.member)
 			str(formatScore(x.score))
+		}
+	case kindList:
+		for i := range e.list.len() {
+			str(e.list.at(i))
 		}
 	}
 	b.WriteString("|ttl:")

@@ -86,6 +86,9 @@ type scriptCase struct {
 	// luaWording: compare a script error without the Lua runtime message,
 	// which gopher-lua words differently.
 	luaWording bool
+	// namesCommand is what the host adds to Redis's "Unknown Redis command
+	// called from script" error: the command's name.
+	namesCommand string
 }
 
 // scriptCases cover every reply conversion rule, the redis library, the
@@ -142,8 +145,8 @@ var scriptCases = []scriptCase{
 	{name: "call nil arg", src: `return redis.call("echo", nil)`},
 	{name: "call table arg", src: `return redis.call("get", {})`},
 	{name: "call no args", src: `return redis.call()`},
-	{name: "call number name", src: `return redis.call(5)`},
-	{name: "call unknown", src: `return redis.call("nosuch")`},
+	{name: "call number name", src: `return redis.call(5)`, namesCommand: ": '5'"},
+	{name: "call unknown", src: `return redis.call("nosuch")`, namesCommand: ": 'nosuch'"},
 	{name: "call wrong arity", src: `return redis.call("incr")`},
 	{name: "call wrong arity hset", src: `return redis.call("hset", KEYS[1], "a")`, keys: 1},
 	{name: "call command arity error", src: `return redis.call("hset", KEYS[1], "a", "1", "b")`, keys: 1},
@@ -154,7 +157,8 @@ var scriptCases = []scriptCase{
 	{name: "pcall error table", src: `redis.call("set", KEYS[1], "v"); local r = redis.pcall("hget", KEYS[1], "f"); return {type(r), r.err}`, keys: 1},
 	{name: "pcall error returned", src: `redis.call("set", KEYS[1], "v"); return redis.pcall("hget", KEYS[1], "f")`, keys: 1},
 	{name: "pcall error nested", src: `redis.call("set", KEYS[1], "v"); return {redis.pcall("hget", KEYS[1], "f")}`, keys: 1},
-	{name: "pcall unknown", src: `return redis.pcall("nosuch").err`},
+	{name: "pcall unknown", src: `return redis.pcall("nosuch").err`, namesCommand: ": 'nosuch'"},
+	{name: "call unknown newline", src: `return redis.pcall("no\nsuch")`, namesCommand: ": 'no such'"},
 	{name: "pcall bad arg", src: `return redis.pcall("get", {}).err`},
 	{name: "pcall arity", src: `return redis.pcall("incr")`},
 	{name: "pcall ok", src: `return redis.pcall("set", KEYS[1], "v")`, keys: 1},
@@ -164,6 +168,28 @@ var scriptCases = []scriptCase{
 	{name: "rethrow call error level 0", src: `local ok, e = pcall(redis.call, "incr"); error(e, 0)`},
 	{name: "rethrow wrongtype level 0", src: `redis.call("set", KEYS[1], "v"); local ok, e = pcall(redis.call, "hget", KEYS[1], "f"); error(e, 0)`, keys: 1},
 	{name: "error_reply of call error", src: `redis.call("set", KEYS[1], "v"); local ok, e = pcall(redis.call, "hget", KEYS[1], "f"); return redis.error_reply(e)`, keys: 1},
+
+	// Commands whose replies scripts see converted: nil arrays, arrays with
+	// nils, status replies, long double text.
+	{name: "psetex and setex", src: `return {redis.call("psetex", KEYS[1], 100000, "v"), redis.call("get", KEYS[1]), redis.call("pttl", KEYS[1]) > 99000, redis.call("setex", KEYS[1], 100, 7), redis.call("ttl", KEYS[1]), redis.call("type", KEYS[1])}`, keys: 1},
+	{name: "psetex invalid", src: `return redis.pcall("psetex", KEYS[1], 0, "v")`, keys: 1},
+	{name: "setex float ttl", src: `return redis.pcall("setex", KEYS[1], 1.5, "v")`, keys: 1},
+	{name: "setnx getset getdel", src: `return {redis.call("setnx", KEYS[1], "a"), redis.call("setnx", KEYS[1], "b"), redis.call("getset", KEYS[1], "c"), redis.call("getdel", KEYS[1]), redis.call("getdel", KEYS[1]), redis.call("exists", KEYS[1])}`, keys: 1},
+	{name: "set get and nx", src: `return {redis.call("set", KEYS[1], "a", "nx", "get"), redis.call("set", KEYS[1], "b", "nx", "get"), redis.call("set", KEYS[1], "c", "xx", "get", "px", 100000), redis.call("pttl", KEYS[1]) > 0, redis.call("set", KEYS[1], "d", "keepttl"), redis.call("pttl", KEYS[1]) > 0}`, keys: 1},
+	{name: "getex", src: `redis.call("set", KEYS[1], "v"); return {redis.call("getex", KEYS[1], "px", 100000), redis.call("pttl", KEYS[1]) > 0, redis.call("getex", KEYS[1], "persist"), redis.call("ttl", KEYS[1]), redis.call("getex", KEYS[1], "pxat", 1), redis.call("exists", KEYS[1])}`, keys: 1},
+	{name: "expiretime", src: `redis.call("set", KEYS[1], "v", "pxat", 4102444800499); return {redis.call("expiretime", KEYS[1]), redis.call("pexpiretime", KEYS[1]), redis.call("pexpireat", KEYS[1], 4102444800500), redis.call("expiretime", KEYS[1]), redis.call("expiretime", KEYS[2]), redis.call("persist", KEYS[1]), redis.call("pexpiretime", KEYS[1])}`, keys: 2},
+	{name: "mset msetnx", src: `return {redis.call("mset", KEYS[1], 1, KEYS[2], 2), redis.call("msetnx", KEYS[2], 3, KEYS[3], 4), redis.call("msetnx", KEYS[3], 5, KEYS[4], 6), redis.call("mget", KEYS[1], KEYS[2], KEYS[3], KEYS[4])}`, keys: 4},
+	{name: "mset odd", src: `return redis.pcall("mset", KEYS[1], 1, KEYS[2])`, keys: 2},
+	{name: "incr family", src: `return {redis.call("incr", KEYS[1]), redis.call("incrby", KEYS[1], 10), redis.call("decr", KEYS[1]), redis.call("decrby", KEYS[1], 5), redis.call("incrbyfloat", KEYS[1], 0.5), redis.pcall("incr", KEYS[1])}`, keys: 1},
+	{name: "incrbyfloat precision", src: `local t = {} for i = 1, 10 do t[i] = redis.call("incrbyfloat", KEYS[1], "0.1") end t[11] = redis.call("incrbyfloat", KEYS[1], "-1") t[12] = redis.call("incrbyfloat", KEYS[1], 1e17) t[13] = redis.call("incrbyfloat", KEYS[1], "1.0000000000000000001") return t`, keys: 1},
+	{name: "incrbyfloat limits", src: `return {redis.pcall("incrbyfloat", KEYS[1], "1e4932"), redis.pcall("incrbyfloat", KEYS[1], "1e4932"), redis.pcall("incrbyfloat", KEYS[1], "inf"), redis.pcall("incrbyfloat", KEYS[2], "nan"), redis.pcall("incrbyfloat", KEYS[2], "1e-4951"), redis.pcall("incrbyfloat", KEYS[2], "1e-5000"), redis.pcall("incrbyfloat", KEYS[2], " 1")}`, keys: 2},
+	{name: "hincrbyfloat and hsetnx", src: `return {redis.call("hincrbyfloat", KEYS[1], "f", "2.5"), redis.call("hincrbyfloat", KEYS[1], "f", "-2.5"), redis.pcall("hincrbyfloat", KEYS[1], "f", "inf"), redis.call("hsetnx", KEYS[1], "f", "x"), redis.call("hsetnx", KEYS[1], "g", "x"), redis.pcall("hincrbyfloat", KEYS[1], "g", 1), redis.call("hkeys", KEYS[1]), redis.call("hvals", KEYS[1]), redis.call("hstrlen", KEYS[1], "g"), redis.call("hgetall", KEYS[1])}`, keys: 1},
+	{name: "hincrbyfloat limits", src: `return {redis.pcall("hincrbyfloat", KEYS[1], "f", "1e4932"), redis.pcall("hincrbyfloat", KEYS[1], "f", "1e4932"), redis.pcall("hincrbyfloat", KEYS[1], "f", "1e-5000"), redis.pcall("hincrbyfloat", KEYS[1], "f", "-inf"), redis.pcall("hincrbyfloat", KEYS[1], "f", "nan"), redis.call("hset", KEYS[1], "g", "1e-4951"), redis.pcall("hincrbyfloat", KEYS[1], "g", "0"), redis.call("hset", KEYS[1], "g", " 1"), redis.pcall("hincrbyfloat", KEYS[1], "g", "1")}`, keys: 1},
+	{name: "list log", src: `for i = 1, 5 do redis.call("lpush", KEYS[1], i) end return {redis.call("ltrim", KEYS[1], 0, 2), redis.call("lrange", KEYS[1], 0, -1), redis.call("llen", KEYS[1]), redis.call("lindex", KEYS[1], -1), redis.call("lindex", KEYS[1], 9), redis.call("rpop", KEYS[1], 2), redis.call("lpop", KEYS[1], 0), redis.call("lpop", KEYS[1]), redis.call("lpop", KEYS[1]), redis.call("lpop", KEYS[1], 3), redis.call("exists", KEYS[1])}`, keys: 1},
+	{name: "list edit", src: `redis.call("rpush", KEYS[1], "a", "b", "a", "c", "a") return {redis.call("lrem", KEYS[1], -2, "a"), redis.call("linsert", KEYS[1], "before", "c", "x"), redis.call("linsert", KEYS[1], "after", "zz", "y"), redis.call("lset", KEYS[1], 0, "z"), redis.pcall("lset", KEYS[1], 9, "z"), redis.pcall("lset", KEYS[2], 0, "z"), redis.call("lpushx", KEYS[2], "v"), redis.call("rpushx", KEYS[1], "w"), redis.call("lrange", KEYS[1], 0, -1)}`, keys: 2},
+	{name: "list wrongtype", src: `redis.call("set", KEYS[1], "v") redis.call("rpush", KEYS[2], "v") return {redis.pcall("lpush", KEYS[1], "x"), redis.pcall("get", KEYS[2]), redis.pcall("hget", KEYS[2], "f"), redis.pcall("zscore", KEYS[2], "m"), redis.pcall("incrbyfloat", KEYS[2], 1), redis.call("type", KEYS[2])}`, keys: 2},
+	{name: "zset additions", src: `redis.call("zadd", KEYS[1], 1, "a", 2, "b", 3, "c") return {redis.call("zrevrank", KEYS[1], "a"), redis.call("zrevrank", KEYS[1], "x"), redis.call("zmscore", KEYS[1], "a", "x", "c"), redis.call("zmscore", KEYS[2], "a"), redis.call("zpopmax", KEYS[1]), redis.call("zpopmax", KEYS[1], 5), redis.call("zpopmax", KEYS[1])}`, keys: 2},
+	{name: "keys family", src: `redis.call("set", KEYS[1], 1) redis.call("set", KEYS[2], 2) return {redis.call("touch", KEYS[1], KEYS[2], KEYS[3], KEYS[1]), redis.call("exists", KEYS[1], KEYS[1], KEYS[3]), redis.call("unlink", KEYS[1], KEYS[3]), redis.call("del", KEYS[2]), redis.call("strlen", KEYS[2]), redis.call("append", KEYS[2], "ab"), redis.call("append", KEYS[2], "c")}`, keys: 3},
 
 	// Reply helpers and the rest of the redis library.
 	{name: "error_reply plain", src: `return redis.error_reply("x")`},
@@ -229,7 +255,7 @@ var scriptCases = []scriptCase{
 	{name: "pcall error table via index", src: `local ok, e = pcall(error, setmetatable({}, {__index={err="y"}})) return type(e)`},
 	{name: "pcall error in function", src: `local ok, e = pcall(function() error({err="x"}) end) return type(e)`},
 	{name: "xpcall sees error table", src: `return {xpcall(function() redis.call("nosuch") end, function(e) return type(e) end)}`},
-	{name: "coroutine sees error table", src: `local co = coroutine.create(function() redis.call("nosuch") end) local ok, e = coroutine.resume(co) return {tostring(ok), type(e), e.err}`},
+	{name: "coroutine sees error table", src: `local co = coroutine.create(function() redis.call("nosuch") end) local ok, e = coroutine.resume(co) return {tostring(ok), type(e), e.err}`, namesCommand: ": 'nosuch'"},
 	{name: "pcall redis lib errors", src: `return {select(2, pcall(redis.sha1hex)), select(2, pcall(redis.log)), select(2, pcall(redis.log, 99, "x")), select(2, pcall(redis.setresp, 1)), select(2, pcall(redis.set_repl)), select(2, pcall(redis.call)), select(2, pcall(redis.call, "get", {})), select(2, pcall(redis.setresp))}`},
 	{name: "error table number err", src: `error({err=5})`},
 	{name: "error table float err", src: `error({err=5.5})`},
@@ -386,6 +412,10 @@ func TestScriptsMatchRedis(t *testing.T) {
 			}
 			want := canon(rdb.Eval(ctx, tc.src, keys, args...).Result())
 			got := canon(host.Eval(ctx, tc.src, keys, tc.args))
+			if tc.namesCommand != "" {
+				const unknown = "Unknown Redis command called from script"
+				want = strings.Replace(want, unknown, unknown+tc.namesCommand, 1)
+			}
 			if tc.luaWording {
 				want = luaMessage.ReplaceAllString(want, "${1}<lua message>${2}")
 				got = luaMessage.ReplaceAllString(got, "${1}<lua message>${2}")
@@ -427,6 +457,56 @@ func TestRandomMatchesFreshRedis(t *testing.T) {
 		got = luaMessage.ReplaceAllString(got, "${1}<lua message>${2}")
 		if got != want {
 			t.Errorf("script %d %q\n  redis:   %s\n  luahost: %s", i, src, want, got)
+		}
+	}
+}
+
+// TestCommandTableMatchesRedis checks the host's commands against the
+// server's COMMAND INFO: every command the host implements is a Redis
+// command with the same arity and key positions (which strict keys and the
+// arity check rely on), and the host's list of Redis 7.0 command names is
+// the server's when the server is a 7.0.
+func TestCommandTableMatchesRedis(t *testing.T) {
+	t.Parallel()
+	rdb := realRedis(t)
+	info, err := rdb.Command(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range luahost.Commands() {
+		lower := strings.ToLower(name)
+		ci := info[lower]
+		if ci == nil {
+			t.Errorf("%s: the host implements it; Redis has no such command", name)
+			continue
+		}
+		arity, first, last, step, _ := luahost.CommandSpec(name)
+		got := fmt.Sprint(arity, first, last, step)
+		want := fmt.Sprint(ci.Arity, ci.FirstKeyPos, ci.LastKeyPos, ci.StepCount)
+		if got != want {
+			t.Errorf("%s: arity and keys %s, Redis %s", name, got, want)
+		}
+		if !luahost.RedisCommands()[lower] {
+			t.Errorf("%s: not among the host's Redis command names", name)
+		}
+	}
+	version, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(version, "redis_version:7.0.") {
+		t.Logf("the server is not a Redis 7.0; not comparing its command names")
+		return
+	}
+	known := luahost.RedisCommands()
+	for name := range info {
+		if !known[name] {
+			t.Errorf("%s: a Redis 7.0 command missing from the host's names", name)
+		}
+	}
+	for name := range known {
+		if info[name] == nil {
+			t.Errorf("%s: among the host's Redis command names; the server does not have it", name)
 		}
 	}
 }

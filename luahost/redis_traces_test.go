@@ -18,7 +18,7 @@ import (
 
 // traceGen generates random commands over a few keys, with arguments drawn
 // from pools rich in edge cases. Keys are placeholders ("$s1", "$h1", "$z1",
-// ...) that a run replaces with its own prefixed names, so a trace can be
+// "$l1", ...) that a run replaces with its own prefixed names, so a trace can be
 // replayed on fresh keys. Each command mostly uses keys meant for its type,
 // and sometimes any key, to reach WRONGTYPE.
 type traceGen struct {
@@ -31,11 +31,11 @@ type traceGen struct {
 
 func (g *traceGen) pick(pool ...string) string { return pool[g.r.IntN(len(pool))] }
 
-// key returns a key for a command on kind ('s', 'h', 'z'): one of two keys
-// of that kind, or now and then any key.
+// key returns a key for a command on kind ('s', 'h', 'z', 'l'): one of two
+// keys of that kind, or now and then any key.
 func (g *traceGen) key(kind byte) string {
 	if kind == 'a' || g.r.IntN(10) == 0 {
-		kind = "shz"[g.r.IntN(3)]
+		kind = "shzl"[g.r.IntN(4)]
 	}
 	return "$" + string(kind) + strconv.Itoa(1+g.r.IntN(2))
 }
@@ -56,6 +56,29 @@ func (g *traceGen) value() string {
 	return g.pick("0", "1", "-1", "10", "abc", "", "9223372036854775807", "-9223372036854775808",
 		"3.5", " 5", "007", "+1", "1e3", "-0", "12345678901234567890")
 }
+
+// elem is a list element: few distinct ones, so that LREM, LINSERT and
+// LPOS-like scans find them.
+func (g *traceGen) elem() string { return g.pick("a", "b", "c", "1", "-1", "") }
+
+// float is an INCRBYFLOAT increment. Edge cases reach the limits of C's
+// long double: overflow and underflow, subnormals, hex, infinities, and
+// string2ld's 5120-byte limit.
+func (g *traceGen) float() string { return g.edge(usualFloats, append(edgeFloats, hugeFloats...)) }
+
+// hashFloat is a HINCRBYFLOAT increment: no huge ones, whose sums are
+// hundreds of digits long. A hash holding a value over 64 bytes is no
+// longer kept in insertion order by Redis (see the package doc), and
+// HGETALL would then list it in an order the host does not follow.
+func (g *traceGen) hashFloat() string { return g.edge(usualFloats, edgeFloats) }
+
+var (
+	usualFloats = []string{"1", "-1", "0.1", "1.5", "-2.5", "3.0e3", "1e-5", "0", "10", "-0", "0.3", "1e17", "-1e-18", "123456789.123456789"}
+	edgeFloats  = []string{"inf", "-inf", "nan", "x", "", " 1", "1 ", "0x10", "0x1.8p1", "5e-324", "1e5000", "1e-5000",
+		"1e-4940", "-1e-4950", "0x1p-16445", "0x1p-16446", "1.0000000000000000001", "1.8225e-4951", "0x1.0000001p-16446",
+		"1\x00x", "0e99999999999", "-0x", ".e1", strings.Repeat("0", 5118) + "1", strings.Repeat("0", 5119) + "1", "Infinity", "1e"}
+	hugeFloats = []string{"1e300", "1.18973149535723176502e+4932", "0x1p16383", "0x1.ffffffffffffffffp16383"}
+)
 
 func (g *traceGen) incr() string {
 	return g.edge(
@@ -121,32 +144,41 @@ func (g *traceGen) opts(pool ...string) []string {
 // commandKinds is the kind of key each case of command works on; 'a' is
 // any kind.
 var commandKinds = strings.Repeat("s", 7) + strings.Repeat("a", 10) + strings.Repeat("h", 8) +
-	strings.Repeat("z", 13) + "sss" + "zz"
+	strings.Repeat("z", 13) + "sss" + "zz" +
+	strings.Repeat("s", 11) + strings.Repeat("a", 4) + strings.Repeat("h", 4) + strings.Repeat("z", 3) +
+	strings.Repeat("l", 11)
+
+// setOpts returns options of SET or GETEX, valid or not: expiries, and
+// flags drawn from flags.
+func (g *traceGen) setOpts(flags ...string) []string {
+	var c []string
+	for g.r.IntN(3) == 0 {
+		switch g.r.IntN(8) {
+		case 0:
+			c = append(c, "EX", g.relSeconds())
+		case 1:
+			c = append(c, "PX", g.relMillis())
+		case 2:
+			c = append(c, "EXAT", g.absSeconds())
+		case 3:
+			c = append(c, "PXAT", g.absMillis())
+		default:
+			c = append(c, g.pick(flags...))
+		}
+	}
+	return c
+}
 
 // command returns one random command.
 func (g *traceGen) command() []string {
 	var c []string
-	n := g.r.IntN(43)
+	n := g.r.IntN(len(commandKinds))
 	k := g.key(commandKinds[n])
 	switch n {
 	case 0:
 		c = []string{"GET", k}
 	case 1:
-		c = []string{"SET", k, g.value()}
-		for g.r.IntN(3) == 0 {
-			switch g.r.IntN(8) {
-			case 0:
-				c = append(c, "EX", g.relSeconds())
-			case 1:
-				c = append(c, "PX", g.relMillis())
-			case 2:
-				c = append(c, "EXAT", g.absSeconds())
-			case 3:
-				c = append(c, "PXAT", g.absMillis())
-			default:
-				c = append(c, g.pick("NX", "XX", "GET", "KEEPTTL", "nx", "get", "EX", "bogus"))
-			}
-		}
+		c = append([]string{"SET", k, g.value()}, g.setOpts("NX", "XX", "GET", "KEEPTTL", "nx", "get", "EX", "bogus")...)
 	case 2:
 		c = []string{"MGET", k, g.key(k[1])}
 	case 3:
@@ -264,7 +296,89 @@ func (g *traceGen) command() []string {
 		c = []string{"NOSUCHCMD", k}
 	case 40:
 		// wrong arity
-		c = []string{g.pick("GET", "HGET", "ZSCORE", "INCRBY", "ZCOUNT", "TTL", "PING"), k, "a", "b", "c"}
+		c = []string{g.pick("GET", "HGET", "ZSCORE", "INCRBY", "ZCOUNT", "TTL", "PING", "SETEX", "PSETEX", "SETNX",
+			"GETDEL", "STRLEN", "EXPIRETIME", "LLEN", "LINDEX", "LSET", "ZREVRANK", "HSTRLEN", "INCRBYFLOAT"), k, "a", "b", "c"}
+	case 43:
+		c = []string{"SETEX", k, g.relSeconds(), g.value()}
+	case 44:
+		c = []string{"PSETEX", k, g.relMillis(), g.value()}
+	case 45:
+		c = []string{"SETNX", k, g.value()}
+	case 46:
+		c = []string{"GETSET", k, g.value()}
+	case 47:
+		c = []string{"GETDEL", k}
+	case 48:
+		c = append([]string{"GETEX", k}, g.setOpts("PERSIST", "persist", "EX", "NX", "KEEPTTL", "bogus")...)
+	case 49:
+		c = []string{"INCRBYFLOAT", k, g.float()}
+	case 50, 51:
+		c = []string{g.pick("MSET", "MSETNX"), k, g.value()}
+		for n := g.r.IntN(3); n > 0; n-- {
+			c = append(c, g.key(k[1]), g.value())
+		}
+		if g.r.IntN(8) == 0 {
+			c = c[:len(c)-1] // odd arguments
+		}
+	case 52:
+		c = []string{"APPEND", k, g.value()}
+	case 53:
+		c = []string{"STRLEN", k}
+	case 54:
+		c = []string{"UNLINK", k, g.key(k[1])}
+	case 55:
+		c = []string{"TOUCH", k, g.key(k[1]), k}
+	case 56:
+		c = []string{"EXPIRETIME", k}
+	case 57:
+		c = []string{"PEXPIRETIME", k}
+	case 58:
+		c = []string{"HINCRBYFLOAT", k, g.field(), g.hashFloat()}
+	case 59:
+		c = []string{"HSETNX", k, g.field(), g.value()}
+	case 60:
+		c = []string{g.pick("HKEYS", "HVALS"), k}
+	case 61:
+		c = []string{"HSTRLEN", k, g.field()}
+	case 62:
+		c = []string{"ZREVRANK", k, g.member()}
+	case 63:
+		c = []string{"ZPOPMAX", k}
+		if g.r.IntN(2) == 0 {
+			c = append(c, g.index())
+		}
+	case 64:
+		c = []string{"ZMSCORE", k, g.member(), g.member()}
+	case 65:
+		c = []string{g.pick("LPUSH", "RPUSH", "LPUSHX", "RPUSHX"), k, g.elem()}
+		for n := g.r.IntN(3); n > 0; n-- {
+			c = append(c, g.elem())
+		}
+	case 66:
+		c = []string{g.pick("LPOP", "RPOP"), k}
+		if g.r.IntN(2) == 0 {
+			c = append(c, g.index())
+		}
+		if g.r.IntN(20) == 0 {
+			c = append(c, "1")
+		}
+	case 67:
+		c = []string{"LLEN", k}
+	case 68:
+		c = []string{"LRANGE", k, g.index(), g.index()}
+	case 69:
+		c = []string{"LTRIM", k, g.index(), g.index()}
+	case 70:
+		c = []string{"LINDEX", k, g.index()}
+	case 71:
+		c = []string{"LSET", k, g.index(), g.elem()}
+	case 72:
+		c = []string{"LREM", k, g.index(), g.elem()}
+	case 73:
+		c = []string{"LINSERT", k, g.pick("BEFORE", "AFTER", "after", "middle"), g.elem(), g.elem()}
+	case 74, 75:
+		// Keep lists long enough for ranges and trims.
+		c = []string{"RPUSH", k, g.elem(), g.elem(), g.elem(), g.elem()}
 	default:
 		// Fill keys with members and fields so that range commands have
 		// something to work on.
@@ -334,17 +448,18 @@ func runOnHost(ctx context.Context, t trace, prefix string) []string {
 }
 
 // sameReply reports whether two replies to cmd agree. TTL and PTTL of keys
-// expiring in days depend on when each server ran the command; they agree
-// within two seconds.
+// expiring in days, and the expire times of keys given a relative TTL,
+// depend on when each server ran the command; they agree within two
+// seconds.
 func sameReply(cmd []string, a, b string) bool {
 	if a == b {
 		return true
 	}
 	tolerance := int64(0)
 	switch strings.ToUpper(cmd[0]) {
-	case "TTL":
+	case "TTL", "EXPIRETIME":
 		tolerance = 2
-	case "PTTL":
+	case "PTTL", "PEXPIRETIME":
 		tolerance = 2000
 	default:
 		return false

@@ -104,7 +104,7 @@ func errorTable(L *lua.LState, msg string) *lua.LTable {
 func (h *Host) scriptCommand(args []string) any {
 	cmd := findCommand(args[0])
 	if cmd == nil {
-		return errorf("ERR Unknown Redis command called from script")
+		return unknownScriptCommand(args[0])
 	}
 	if !cmd.arityOK(len(args)) {
 		return errorf("ERR Wrong number of args calling Redis command from script")
