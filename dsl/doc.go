@@ -37,7 +37,7 @@
 //	algorithm "quota" {            # a Lua plugin (see lua/dispatch.lua for the contract)
 //	  source   = "quota.lua"       # relative to this file
 //	  params   = { limit = "count", window = "duration" }  # wire order; count|duration|rate|lease
-//	  commands = ["HMGET", "HSET", "PEXPIRE"]               # the only commands it may call
+//	  commands = ["HMGET", "HSET", "PEXPIRE"]               # the only commands it may call (1)
 //	  doc      = "one sentence"    # optional
 //	}
 //
@@ -106,10 +106,16 @@
 // request can never pass) and a cost that may exceed it (a warning); keys and shards that
 // can be empty unless a when or match proves the attribute non-empty; rules and policies
 // whose condition is constantly false; a shard that splits a rule's counters; duplicate
-// names; plugin Lua that does not compile, assigns globals or engine locals, calls
+// names; plugin commands that are forbidden (TIME, KEYS, FLUSHALL, ... : the reason is
+// given) or that luahost does not implement (1), with a did-you-mean and the list of the
+// available ones; plugin Lua that does not compile, assigns globals or engine locals, calls
 // commands it does not declare, or lacks params, check or commit; scenarios naming
 // unknown policies, traffic or rules; faults of unknown kinds, outside the scenario's
 // duration or overlapping one another; and numbers beyond a float64's range, refused before
 // evaluation because HCL takes minutes to print one exactly (at run time, a request
 // attribute holding such a number is refused by the expressions that would convert it).
+//
+// (1) A plugin runs on Redis and, under verify and simulate, in the embedded backend and
+// in the local fallback, on luahost; so it may list only commands luahost implements
+// (luahost.Commands), less the forbidden ones. A plugin that loads runs on both.
 package dsl

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/luahost"
 	"github.com/yuin/gopher-lua/ast"
 	"github.com/yuin/gopher-lua/parse"
 	"github.com/zclconf/go-cty/cty"
@@ -40,7 +41,8 @@ var kinds = map[string]algorithms.Kind{
 }
 
 // forbiddenCommands may not be listed by a plugin: they reach keys outside KEYS, the
-// server's state, or the clock the dispatcher already read.
+// server's state, or the clock the dispatcher already read. Most are not in luahost either;
+// they are named here so that the diagnostic says why rather than that they are missing.
 var forbiddenCommands = map[string]string{
 	"TIME":      "the dispatcher reads the clock once and passes it to check as now; a second reading breaks client-clock mode and simulation",
 	"KEYS":      "it reads keys outside the script's KEYS",
@@ -62,6 +64,20 @@ var forbiddenCommands = map[string]string{
 	"SHUTDOWN":  "it stops the server",
 	"PUBLISH":   "it has effects beyond the script's keys",
 }
+
+// allowedCommands are the commands a plugin may list, upper case and sorted: those
+// luahost implements, since verify, simulate, the embedded backend and the local fallback
+// run plugins on it, less forbiddenCommands. A plugin that loads therefore runs on Redis
+// and in process alike.
+var allowedCommands = func() []string {
+	var names []string
+	for _, c := range luahost.Commands() {
+		if _, bad := forbiddenCommands[c]; !bad {
+			names = append(names, c)
+		}
+	}
+	return names
+}()
 
 func (l *loader) decodePlugin(b *hcl.Block) {
 	if len(b.Labels) == 0 || len(b.LabelRanges) == 0 {
@@ -178,7 +194,8 @@ func (l *loader) pluginParams(a *hcl.Attribute) ([]algorithms.Param, bool) {
 	return params, ok
 }
 
-// pluginCommands decodes commands = ["HMGET", ...], uppercased.
+// pluginCommands decodes commands = ["HMGET", ...], uppercased, and checks each against
+// allowedCommands.
 func (l *loader) pluginCommands(a *hcl.Attribute) ([]string, bool) {
 	e, d := l.env.compile(a.Expr, constScope, cty.List(cty.String))
 	l.add(d...)
@@ -189,27 +206,41 @@ func (l *loader) pluginCommands(a *hcl.Attribute) ([]string, bool) {
 		l.add(errorf(a.Expr.Range(), "Invalid commands", "commands must be a constant list of Redis command names, such as [\"HMGET\", \"HSET\"]."))
 		return nil, false
 	}
+	// Each name's own range when the list is written out, else the whole list's.
+	elems, ed := hcl.ExprList(a.Expr)
+	if ed.HasErrors() || len(elems) != e.val.LengthInt() {
+		elems = nil
+	}
 	var cmds []string
 	ok := true
-	for it := e.val.ElementIterator(); it.Next(); {
+	for i, it := 0, e.val.ElementIterator(); it.Next(); i++ {
 		_, v := it.Element()
+		at := a.Expr.Range()
+		if elems != nil {
+			at = elems[i].Range()
+		}
 		if v.IsNull() {
-			l.add(errorf(a.Expr.Range(), "Invalid commands", "commands holds a null."))
+			l.add(errorf(at, "Invalid commands", "commands holds a null."))
 			return nil, false
 		}
 		c := strings.ToUpper(v.AsString())
 		if why, bad := forbiddenCommands[c]; bad {
-			l.add(errorf(a.Expr.Range(), "Command not allowed", "A plugin may not call %s: %s.", c, why))
+			l.add(errorf(at, "Command not allowed", "A plugin may not call %s: %s.", c, why))
 			ok = false
 			continue
 		}
 		if c == "" || strings.Trim(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
-			l.add(errorf(a.Expr.Range(), "Invalid commands", "%q is not a Redis command name.", v.AsString()))
+			l.add(errorf(at, "Invalid commands", "%q is not a Redis command name.", v.AsString()))
+			ok = false
+			continue
+		}
+		if !slices.Contains(allowedCommands, c) {
+			l.add(errorf(at, "Command not available", "A plugin cannot call %s.%s Plugins run on Redis and in process (verify, simulate, the embedded backend and the local fallback), so they may call only the commands both run: %s.", c, suggestion(c, allowedCommands), strings.Join(allowedCommands, ", ")))
 			ok = false
 			continue
 		}
 		if slices.Contains(cmds, c) {
-			l.add(warnf(a.Expr.Range(), "Command listed twice", "%s is listed more than once.", c))
+			l.add(warnf(at, "Command listed twice", "%s is listed more than once.", c))
 			continue
 		}
 		cmds = append(cmds, c)
