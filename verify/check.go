@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -52,6 +53,11 @@ type Result struct {
 	Statement string `json:"statement"` // what was checked
 	Detail    string `json:"detail"`    // what was found
 	Calls     int    `json:"calls"`     // script calls made
+	// Error is the script error a request raised, at the plugin's (or algorithm's) own
+	// file and line ("careless_window.lua:17: cannot perform sub operation between number
+	// and nil"), when that is the finding; the counterexample's marked step is the request
+	// that raised it.
+	Error string `json:"error,omitempty"`
 	// Counterexample is a shrunk trace that breaks the property (Fail, Warn, Note).
 	Counterexample *Counterexample `json:"counterexample,omitempty"`
 }
@@ -60,8 +66,8 @@ type Result struct {
 // the property again. Times are offsets from midnight UTC (Epoch), so window boundaries
 // fall on round offsets.
 type Counterexample struct {
-	// Original is the size of the trace before shrinking, in Unit: "requests" (a trace),
-	// "clients" (a race of commands) or "rounds" (a race of requests).
+	// Original is the size of the trace before shrinking, in Unit: "requests" (a trace, or
+	// a race of whole requests) or "clients" (a race of commands).
 	Original int           `json:"original"`
 	Unit     string        `json:"unit"`
 	Steps    []CounterStep `json:"steps"`
@@ -72,16 +78,26 @@ type CounterStep struct {
 	At      time.Duration `json:"at_ns"`
 	Client  int           `json:"client,omitempty"` // which client, in race traces (1-based)
 	Request string        `json:"request"`          // "cost 5", "release lease-3", "ZCOUNT", …
-	Result  string        `json:"result"`
-	Mark    bool          `json:"mark,omitempty"` // part of the breach
+	// Result is what the step got: "allowed, remaining 3, …", "denied, …", or "ERROR "
+	// and the script error it raised (Result.Error).
+	Result string `json:"result"`
+	Mark   bool   `json:"mark,omitempty"` // part of the breach, or the step that raised the error
 }
+
+// Schema is the version of the JSON form of Findings (Findings.JSON): it changes when a
+// field is removed or changes meaning, not when one is added.
+const Schema = 1
 
 // Findings are the results of Check.
 type Findings struct {
+	Schema  int      `json:"schema"` // Schema
 	Seed    int64    `json:"seed"`
 	Budget  int      `json:"budget"`
 	Calls   int      `json:"calls"` // engine-script calls made in all
 	Results []Result `json:"results"`
+	// Error says why verify could not check the configuration at all (Check returned an
+	// error); Results is then empty. A script error a request raises is a finding instead.
+	Error string `json:"error,omitempty"`
 }
 
 // Count returns how many results have status st.
@@ -146,7 +162,12 @@ func Check(cfg *dsl.Config, opts ...Option) (*Findings, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Findings{Seed: o.seed, Budget: o.budget}
+	f := &Findings{Schema: Schema, Seed: o.seed, Budget: o.budget, Results: []Result{}}
+	// A rule or policy verify cannot check is a failure of its own, and the rest goes on.
+	stopped := func(p *dsl.Policy, rule, alg string, err error) Result {
+		return Result{Policy: p.Name, Rule: rule, Algorithm: alg, Property: "*", Status: Fail,
+			Detail: "verify could not check it: " + errorText(c.script, err)}
+	}
 	for _, p := range cfg.Policies {
 		var stack []stackRule
 		for _, ru := range p.Rules {
@@ -163,7 +184,7 @@ func Check(cfg *dsl.Config, opts ...Option) (*Findings, error) {
 				}
 				res, err := c.rule(p, ru, sub)
 				if err != nil {
-					return nil, fmt.Errorf("verify: policy %q rule %q: %w", p.Name, ru.Name, err)
+					res = append(res, stopped(p, ru.Name, ru.Algorithm.Name, err))
 				}
 				f.Results = append(f.Results, res...)
 			}
@@ -171,7 +192,7 @@ func Check(cfg *dsl.Config, opts ...Option) (*Findings, error) {
 		if len(stack) > 0 {
 			res, err := c.policy(p, stack)
 			if err != nil {
-				return nil, fmt.Errorf("verify: policy %q: %w", p.Name, err)
+				res = append(res, stopped(p, "", "", err))
 			}
 			f.Results = append(f.Results, res...)
 		}
@@ -209,7 +230,7 @@ func newChecker(cfg *dsl.Config, o options) (*checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &checker{o: o, script: plan.Script(), cfg: cfg}
+	c := &checker{o: o, script: locatedScript(plan.Script(), cfg), cfg: cfg}
 	if c.harness, err = newHarness(c.script); err != nil {
 		return nil, err
 	}
@@ -281,7 +302,9 @@ type ruleFinding struct {
 	ce         *Counterexample
 }
 
-// rule checks the single-rule properties of sub.
+// rule checks the single-rule properties of sub. A request that makes the script fail
+// ends its trace: the errors property reports it, and the other properties are checked on
+// the requests before it.
 func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, error) {
 	params := describeParams(sub.alg, sub.params)
 	rng := c.rng(p.Name, ru.Name, params)
@@ -299,18 +322,29 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 	}
 	calls, traces := 0, 0
 	var first []step
+	var fe errorFinding
 	for calls < c.o.budget {
 		g, err := c.rig()
 		if err != nil {
 			return nil, err
 		}
 		steps, res, err := genRule(rng, sub, g, c.span(sub), c.steps(c.o.budget-calls))
-		if err != nil {
-			return nil, err
-		}
 		calls += g.calls
 		c.calls += g.calls
 		traces++
+		var ce *callError
+		if errors.As(err, &ce) {
+			fe.add(steps, ce)
+			// Check the rest on the requests before the error, run again without it: the
+			// failed call may have written part of its state.
+			steps = steps[:ce.step]
+			if res, g, err = sub.run(g, steps); err != nil {
+				return nil, err
+			}
+			c.calls += g.calls
+		} else if err != nil {
+			return nil, err
+		}
 		if first == nil {
 			first = steps
 		}
@@ -346,7 +380,7 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 		pf.v = checks[k](g, small, res)
 		pf.ce = sub.counterexample(small, res, pf.v.mark, len(pf.steps))
 	}
-	var out []Result
+	out := []Result{c.ruleErrors(p, ru, sub, params, &fe, traces, calls)}
 	for _, pf := range props {
 		r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: pf.prop, Statement: pf.stmt, Calls: calls}
 		switch {
@@ -361,14 +395,73 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 			r.Detail = pf.v.msg
 			r.Counterexample = pf.ce
 		}
+		if r.Status == Pass && fe.traces > 0 {
+			r.Detail += ", up to each error"
+		}
 		out = append(out, r)
 	}
 	out = append(out, c.determinism(p, ru, sub, params, first))
-	race, err := c.commandRace(p, ru, sub, params)
+	race, err := c.commandRace(p, ru, sub, params, fe.traces > 0)
 	if err != nil {
 		return nil, err
 	}
 	return append(out, race), nil
+}
+
+// errorFinding collects the traces of a rule that ended in a script error.
+type errorFinding struct {
+	traces int
+	steps  []step // the first such trace, up to the failing step
+	err    *callError
+}
+
+func (fe *errorFinding) add(steps []step, ce *callError) {
+	fe.traces++
+	if fe.steps == nil {
+		fe.steps, fe.err = steps[:ce.step+1], ce
+	}
+}
+
+// ruleErrors is the errors property of a rule: the first trace that ended in a script
+// error, shrunk against "raises the same error".
+func (c *checker) ruleErrors(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string, fe *errorFinding, traces, calls int) Result {
+	r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: PropErrors, Statement: stmtErrors, Calls: calls}
+	if fe.err == nil {
+		r.Status = Pass
+		r.Detail = fmt.Sprintf("held on %d traces, %d requests", traces, calls)
+		return r
+	}
+	want := errorText(c.script, fe.err)
+	raises := func(try []step) (*callError, []result) {
+		res, g, err := sub.run(c.g, try)
+		if g != nil {
+			c.calls += g.calls
+		}
+		var ce *callError
+		if errors.As(err, &ce) && errorText(c.script, ce) == want {
+			return ce, res
+		}
+		return nil, nil
+	}
+	small := shrinkSteps(fe.steps, func(try []step) bool {
+		ce, _ := raises(try)
+		return ce != nil
+	})
+	ce, res := raises(small)
+	if ce == nil { // the shrunk trace does not repeat the error: show the original
+		small = fe.steps
+		ce, res = raises(small)
+	}
+	r.Status, r.Error = Fail, want
+	if ce == nil {
+		r.Detail = fmt.Sprintf("%s, in %d of %d traces (it does not repeat on a fresh host: the algorithm is not deterministic)", want, fe.traces, traces)
+		return r
+	}
+	small = small[:ce.step+1]
+	r.Counterexample = sub.counterexample(small[:ce.step], res, nil, len(fe.steps))
+	r.Counterexample.Steps = append(r.Counterexample.Steps, sub.errorStep(small[ce.step], want))
+	r.Detail = fmt.Sprintf("%s, raised by %s, in %d of %d traces", want, sub.request(small[ce.step]), fe.traces, traces)
+	return r
 }
 
 // worse reports whether v is a worse breach than w (nil: none): a higher status, or the
@@ -409,7 +502,7 @@ func (c *checker) determinism(p *dsl.Policy, ru *dsl.Rule, sub *subject, params 
 			r.Detail = fmt.Sprintf("step %d differs between two runs: %+v then %+v", i+1, a[i], b[i])
 			r.Counterexample = sub.counterexample(steps[:i+1], a[:i+1], []int{i}, len(steps))
 		} else {
-			r.Detail = fmt.Sprintf("%d requests, identical replies and state", len(steps))
+			r.Detail = fmt.Sprintf("%d %s, identical replies and state", len(steps), plural(int64(len(steps)), "request", "requests"))
 		}
 	}
 	return r
@@ -419,20 +512,41 @@ func (c *checker) determinism(p *dsl.Policy, ru *dsl.Rule, sub *subject, params 
 func (s *subject) counterexample(steps []step, res []result, mark []int, original int) *Counterexample {
 	ce := &Counterexample{Original: original, Unit: "requests"}
 	for i, st := range steps {
-		cs := CounterStep{At: time.Duration(st.at) * time.Microsecond, Mark: slices.Contains(mark, i)}
+		cs := CounterStep{At: time.Duration(st.at) * time.Microsecond, Mark: slices.Contains(mark, i), Request: s.stepText(st)}
 		if st.release {
-			cs.Request = "release " + leaseID(st.lease)
 			cs.Result = "released"
 		} else {
-			cs.Request = fmt.Sprintf("cost %d", st.cost)
-			if s.lease >= 0 {
-				cs.Request += " " + leaseID(st.lease)
-			}
 			cs.Result = resultText(res[i].allowed, res[i].rr)
 		}
 		ce.Steps = append(ce.Steps, cs)
 	}
 	return ce
+}
+
+// stepText is a step as a counterexample shows it: "cost 5", "cost 1 lease-3",
+// "release lease-3".
+func (s *subject) stepText(st step) string {
+	if st.release {
+		return "release " + leaseID(st.lease)
+	}
+	if s.lease >= 0 {
+		return fmt.Sprintf("cost %d %s", st.cost, leaseID(st.lease))
+	}
+	return fmt.Sprintf("cost %d", st.cost)
+}
+
+// request names a step in a sentence: "a request of cost 0 at +1m0.5s".
+func (s *subject) request(st step) string {
+	what := "a request of " + s.stepText(st)
+	if st.release {
+		what = "the " + s.stepText(st)
+	}
+	return what + " at " + fmtExact(time.Duration(st.at)*time.Microsecond)
+}
+
+// errorStep is the counterexample step of a request that raised msg.
+func (s *subject) errorStep(st step, msg string) CounterStep {
+	return CounterStep{At: time.Duration(st.at) * time.Microsecond, Request: s.stepText(st), Result: "ERROR " + msg, Mark: true}
 }
 
 func resultText(allowed bool, rr algorithms.RuleResult) string {

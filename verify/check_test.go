@@ -303,8 +303,17 @@ end`,
 		t.Errorf("race (one call per request): %s %s", r.Status, r.Detail)
 	}
 	r := find(t, f, "p", "", PropRaceCluster)
-	if r.Status != Fail || !strings.Contains(r.Detail, `rule "first"`) || r.Counterexample == nil {
+	if r.Status != Fail || !strings.Contains(r.Detail, `rule "first"`) || !strings.Contains(r.Detail, "against a limit of 2") || r.Counterexample == nil {
 		t.Fatalf("race (cluster): %s %s", r.Status, r.Detail)
+	}
+	// Shrunk request by request: one allowed before the greedy refund, two after it, and
+	// the request whose denial refunds.
+	requests := map[string]bool{}
+	for _, s := range r.Counterexample.Steps {
+		requests[fmt.Sprint(s.At, s.Client)] = true
+	}
+	if len(requests) > 4 || r.Counterexample.Unit != "requests" {
+		t.Fatalf("counterexample of %d requests, from %d %s: %+v", len(requests), r.Counterexample.Original, r.Counterexample.Unit, r.Counterexample.Steps)
 	}
 	for _, r := range f.Results {
 		if r.Property != PropRaceCluster && (r.Status == Fail || r.Status == Warn) {
@@ -394,5 +403,39 @@ func TestParamSets(t *testing.T) {
 	}
 	if !seen["rate=10/s burst=20"] || !seen["rate=10/s burst=100"] {
 		t.Fatalf("per_user checked with %v", seen)
+	}
+}
+
+// A race failure quotes the limit, and the documented bound apart from it; its
+// counterexample is shrunk request by request, merging requests into larger costs, to a
+// handful: here the two requests, at two instants, that take 2×limit+1.
+func TestRaceShrunkToAHandful(t *testing.T) {
+	t.Parallel()
+	cfg := parse(t, map[string]string{
+		"p.hcl": `algorithm "never_denies" {
+  source   = "p.lua"
+  params   = { limit = "count", window = "duration" }
+  commands = ["HMGET"]
+}
+policy "p" {
+  rule "r" {
+    algorithm = "never_denies"
+    key       = "k"
+    limit     = 5
+    window    = "10s"
+  }
+}`,
+		"p.lua": brokenPlugins[0].lua,
+	})
+	f, err := Check(cfg, WithBudget(testBudget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := find(t, f, "p", "", PropRace)
+	if r.Status != Fail || !strings.Contains(r.Detail, "against a limit of 5") || !strings.Contains(r.Detail, "the documented 2×limit (10)") {
+		t.Fatalf("race: %s %s", r.Status, r.Detail)
+	}
+	if ce := r.Counterexample; ce == nil || len(ce.Steps) > 3 {
+		t.Fatalf("counterexample %+v", ce)
 	}
 }

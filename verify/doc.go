@@ -39,12 +39,18 @@
 // 0, 1, the capacity and above it, idle gaps past every TTL, lease releases, and
 // concurrent clients. Per rule:
 //
+//   - errors: no request makes the script raise an error, such as a plugin's Lua runtime
+//     error. A request that does ends its trace; the finding is [Fail] with the error at
+//     the plugin's own file and line ([Result].Error, mapped by algorithms.Script.Locate)
+//     and a counterexample shrunk to the requests that lead to it, the last one marked.
+//     The other properties are checked on the requests before each error.
 //   - limit: the algorithm's statement (see [Result].Statement). sliding_log: in every
 //     interval shorter than the window, at most limit; token_bucket, leaky_bucket and gcra:
 //     in every interval of length T, at most capacity + T·rate/period; concurrency: at most
 //     max leases held at once. fixed_window and sliding_window are held to the sliding
-//     statement and reported as [Warn] when they exceed it within their documented 2×
-//     (fixed_window's boundary burst), [Fail] beyond it.
+//     statement and reported as [Warn] when they exceed it by up to their documented 2×
+//     (fixed_window's boundary burst; exactly 2× included), [Fail] beyond it. Messages
+//     quote the limit, and the 2× bound apart from it.
 //   - retry-after: sound (the same request is denied at every earlier instant) and
 //     sufficient (it passes at the advised instant), with nothing in between; -1 exactly
 //     when the cost exceeds the limit.
@@ -54,15 +60,55 @@
 //   - race (redis.call): the algorithm run without the script's atomicity — each
 //     client's check and commit a coroutine yielding before every Redis command, clients
 //     interleaved command by command — is shown breaking the limit ([Note]): the reason
-//     every request is one script call.
+//     every request is one script call. An interleaving in which a client's call raises
+//     an error that no single request raises (it read state another client had written
+//     only part of) is a note too.
 //
 // Per policy: atomicity of the stack (allowed exactly when every enforcing rule allows;
 // a denial changes no rule's key), race (concurrent requests, each one call, in seeded
 // random and adversarial orders) and race (cluster) (one call per rule with refunds on a
 // later denial, as the engine runs a policy without a shard on Redis Cluster).
 //
+// A script error met by a policy's checks fails the property that met it, with the same
+// error and a shrunk counterexample. Check goes on with the other rules and policies
+// whatever a rule does; a rule or policy it cannot check at all is a [Fail] of property
+// "*".
+//
 // A failure comes with a [Counterexample] shrunk to the few requests that show it, with
-// exact times; the same configuration, seed and budget give the same findings.
+// exact times: single requests are removed (and, in races, single scheduling steps, and
+// requests merged into one of their summed cost) until none can go. The same
+// configuration, seed and budget give the same findings.
+//
+// # JSON
+//
+// [Findings.JSON] writes one object whose "schema" is [Schema], 1; a later schema adds
+// fields, and changes the number when it removes one or changes its meaning:
+//
+//	{
+//	  "schema": 1,
+//	  "seed": 1, "budget": 3000,  // the run's parameters
+//	  "calls": 15985,             // engine-script calls made
+//	  "results": [{
+//	    "policy": "careless",
+//	    "rule": "per_user",       // absent for a whole-policy property
+//	    "algorithm": "careless_window", "params": "limit=4 window=10s",
+//	    "property": "errors",     // errors, limit, retry-after, atomicity, expiry,
+//	                              // determinism, race, race (cluster), race (redis.call), *
+//	    "status": "fail",         // pass, skip, note, warn, fail
+//	    "statement": "…", "detail": "…",
+//	    "calls": 3000,
+//	    "error": "plugins/careless_window.lua:6: cannot perform sub operation between number and nil",
+//	    "counterexample": {       // absent when there is none
+//	      "original": 3, "unit": "requests",  // or "clients"
+//	      "steps": [{"at_ns": 26585487000, "request": "cost 0",  // "client": N in races
+//	                 "result": "ERROR plugins/careless_window.lua:6: …", "mark": true}]
+//	    }
+//	  }],
+//	  "error": "…"                // only when verify could not run at all; results is then []
+//	}
+//
+// "error", "rule", "algorithm", "params", "client" and "mark" are left out when empty; a
+// result's "error" is the script error a request raised, at its file and line.
 //
 // A plugin's limit statement is read from its parameter names: limit and window (a
 // window algorithm), capacity or burst and rate (a rate algorithm), max, ttl and a lease

@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -55,7 +56,11 @@ func (f *Findings) WriteText(w io.Writer, verbose bool) error {
 }
 
 func writeCounterexample(w io.Writer, ce *Counterexample) {
-	fmt.Fprintf(w, "          counterexample, shrunk from %d %s (times since midnight UTC; > marks the breach):\n", ce.Original, ce.Unit)
+	marks := "the breach"
+	if slices.ContainsFunc(ce.Steps, func(s CounterStep) bool { return s.Mark && strings.HasPrefix(s.Result, "ERROR ") }) {
+		marks = "the error"
+	}
+	fmt.Fprintf(w, "          counterexample, shrunk from %d %s (times since midnight UTC; > marks %s):\n", ce.Original, ce.Unit, marks)
 	tw := 0
 	for _, s := range ce.Steps {
 		tw = max(tw, len(fmtExact(s.At)))

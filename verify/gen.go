@@ -8,7 +8,9 @@ import (
 // can aim at what the rule answers: retries exactly at (and 1µs before) an advised
 // retry-after, bursts straddling window boundaries, bursts at one instant, costs of 0, 1,
 // the capacity and more than it, idle gaps past every TTL, and (for leases) releases.
-// The trace covers about span µs of virtual time and has at most maxSteps steps.
+// The trace covers about span µs of virtual time and has at most maxSteps steps. A step
+// whose call fails ends the trace: the steps come back with it, the results without it,
+// and a *callError.
 func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int) ([]step, []result, error) {
 	w := max(s.spec.window, 1)
 	capacity := s.spec.limit
@@ -27,7 +29,8 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int) ([]st
 	emit := func(st step) error {
 		res, err := s.exec(g, st)
 		if err != nil {
-			return err
+			steps = append(steps, st)
+			return &callError{step: len(steps) - 1, err: err}
 		}
 		steps = append(steps, st)
 		results = append(results, res)
@@ -81,18 +84,18 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int) ([]st
 			if r > 2 && d.at+r-1 > now && rng.IntN(4) == 0 {
 				now += rng.Int64N(d.at + r - 1 - now)
 				if err := ask(now, d.cost); err != nil {
-					return nil, nil, err
+					return steps, results, err
 				}
 			}
 			if r > 1 && d.at+r-1 >= now && rng.IntN(2) == 0 {
 				now = d.at + r - 1
 				if err := ask(now, d.cost); err != nil {
-					return nil, nil, err
+					return steps, results, err
 				}
 			}
 			now = d.at + r
 			if err := ask(now, d.cost); err != nil {
-				return nil, nil, err
+				return steps, results, err
 			}
 		case x < 35:
 			// The full boundary burst: the capacity just before a window boundary, and
@@ -102,11 +105,11 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int) ([]st
 				now = b - 1
 			}
 			if err := ask(now, max(capacity, 1)); err != nil {
-				return nil, nil, err
+				return steps, results, err
 			}
 			now = b
 			if err := ask(now, max(capacity, 1)); err != nil {
-				return nil, nil, err
+				return steps, results, err
 			}
 		case x < 45:
 			// A boundary attack: a burst just before a window boundary and one at it.
@@ -117,20 +120,20 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int) ([]st
 			}
 			for range 1 + rng.IntN(3) {
 				if err := ask(now, cost()); err != nil {
-					return nil, nil, err
+					return steps, results, err
 				}
 			}
 			now = b + rng.Int64N(2)
 			for range 1 + rng.IntN(3) {
 				if err := ask(now, cost()); err != nil {
-					return nil, nil, err
+					return steps, results, err
 				}
 			}
 		case x < 52:
 			// A burst at one instant.
 			for range 2 + rng.IntN(int(min(capacity+2, 8))) {
 				if err := ask(now, cost()); err != nil {
-					return nil, nil, err
+					return steps, results, err
 				}
 			}
 		case x < 60 && len(holding) > 0:
@@ -139,13 +142,13 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int) ([]st
 			h := holding[i]
 			holding = append(holding[:i], holding[i+1:]...)
 			if err := emit(step{at: now, cost: h.cost, release: true, lease: h.lease}); err != nil {
-				return nil, nil, err
+				return steps, results, err
 			}
 		case x < 64:
 			// Idle past every TTL.
 			now += w*int64(2+rng.IntN(3)) + rng.Int64N(w+1)
 			if err := ask(now, cost()); err != nil {
-				return nil, nil, err
+				return steps, results, err
 			}
 		default:
 			switch y := rng.IntN(10); {
@@ -158,7 +161,7 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int) ([]st
 				now += rng.Int64N(2*w + 2)
 			}
 			if err := ask(now, cost()); err != nil {
-				return nil, nil, err
+				return steps, results, err
 			}
 		}
 	}

@@ -2,12 +2,15 @@ package verify
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/rlctl/rlctl/algorithms"
 )
 
 // Property names, as reports show them.
 const (
+	PropErrors      = "errors"
 	PropLimit       = "limit"
 	PropRetryAfter  = "retry-after"
 	PropAtomicity   = "atomicity"
@@ -21,14 +24,15 @@ const (
 // Statements of the properties, as Results carry them. The limit property's statement
 // depends on the algorithm; see spec.statement.
 const (
-	stmtRetry = "a denied request's retry-after r is sound (the same request is denied at every instant before r has passed) and sufficient (it is allowed once r has passed), with no other request in between; it is -1 exactly when the cost exceeds the limit, and 0 for an allowed request"
-	stmtAtom1 = "a denied request, and a peek (cost 0), changes nothing: the key's value and expiry are identical before and after"
-	stmtAtomN = "a request is allowed exactly when every enforcing rule allows it (the first enforcing rule that denies decides), and a denied request changes none of its rules' keys"
-	stmtExp   = "after the traffic stops, once every reset-after the rule reported has passed, no key is left: idle state expires and memory stays bounded by the active keys"
-	stmtDet   = "the same trace run twice, each time on a fresh host, gives identical replies and identical state"
-	stmtRace  = "N clients at the same instant, their requests each one atomic script call in seeded random and adversarial orders, never get more through than the limit property allows"
-	stmtRaceC = "in cluster mode without a shard key each rule is its own call and a request denied by a later rule refunds the earlier ones; N clients interleaving those calls at one instant never get more through than the limit property allows"
-	stmtRaceR = "the same algorithm with its steps run as separate commands (no script atomicity), N clients interleaved at redis.call granularity: does the limit still hold? (it should not: this is why every rule runs in one script)"
+	stmtErrors = "every request gets a reply: no request, whatever came before it, makes the script raise an error (a Lua runtime error, a Redis command that fails)"
+	stmtRetry  = "a denied request's retry-after r is sound (the same request is denied at every instant before r has passed) and sufficient (it is allowed once r has passed), with no other request in between; it is -1 exactly when the cost exceeds the limit, and 0 for an allowed request"
+	stmtAtom1  = "a denied request, and a peek (cost 0), changes nothing: the key's value and expiry are identical before and after"
+	stmtAtomN  = "a request is allowed exactly when every enforcing rule allows it (the first enforcing rule that denies decides), and a denied request changes none of its rules' keys"
+	stmtExp    = "after the traffic stops, once every reset-after the rule reported has passed, no key is left: idle state expires and memory stays bounded by the active keys"
+	stmtDet    = "the same trace run twice, each time on a fresh host, gives identical replies and identical state"
+	stmtRace   = "N clients at the same instant, their requests each one atomic script call in seeded random and adversarial orders, never get more through than the limit property allows"
+	stmtRaceC  = "in cluster mode without a shard key each rule is its own call and a request denied by a later rule refunds the earlier ones; N clients interleaving those calls at one instant never get more through than the limit property allows"
+	stmtRaceR  = "the same algorithm with its steps run as separate commands (no script atomicity), N clients interleaved at redis.call granularity: does the limit still hold? (it should not: this is why every rule runs in one script)"
 )
 
 // violation is a property broken by a trace.
@@ -87,17 +91,26 @@ func limitViolation(sp spec, gs []grant, e *excess, st Status) *violation {
 	case boundWindow:
 		v.msg = fmt.Sprintf("%d allowed within %s (less than the %s window) against a limit of %d", e.allowed, fmtUS(e.span), fmtUS(sp.window), sp.limit)
 	case boundRate:
-		v.msg = fmt.Sprintf("%d allowed within %s, where at most %d may pass", e.allowed, fmtUS(e.span), e.bound)
+		v.msg = fmt.Sprintf("%d allowed within %s against a limit of %d", e.allowed, fmtUS(e.span), sp.limit)
+		if e.bound != sp.limit {
+			v.msg += fmt.Sprintf(", where at most %d may pass (the limit and what refills in %s)", e.bound, fmtUS(e.span))
+		}
 	case boundInFlight:
 		v.msg = fmt.Sprintf("%d held at once against a limit of %d", e.allowed, sp.limit)
 	}
 	if st == Fail && sp.documented > 1 {
-		v.msg += fmt.Sprintf(": more than even the documented %d×limit", sp.documented)
+		v.msg += fmt.Sprintf(": %s the limit, more than even the documented %d×limit (%d)", times(e.allowed, sp.limit), sp.documented, sp.limit*sp.documented)
 	}
 	if st == Warn {
-		v.msg += " (" + sp.note + ")"
+		v.msg += fmt.Sprintf(": %s the limit (%s)", times(e.allowed, sp.limit), sp.note)
 	}
 	return v
+}
+
+// times is n as a multiple of limit: "2×", "1.25×", "1.67×".
+func times(n, limit int64) string {
+	x := strconv.FormatFloat(float64(n)/float64(max(limit, 1)), 'f', 2, 64)
+	return strings.TrimSuffix(strings.TrimRight(x, "0"), ".") + "×"
 }
 
 // checkRetry checks retry-after soundness and sufficiency on a single-rule trace.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,7 +50,8 @@ local redis = setmetatable({
 // schedule: client numbers (1-based). Each entry runs that client's next command (the
 // next live client's when it has finished). Clients left unfinished when the schedule
 // ends run to completion in order.
-// Reply: {{allowed per client (1/0)}, {"<client> <COMMAND>" in execution order}}.
+// Reply: {{allowed per client (1/0)}, {"<client> <COMMAND>" in execution order}, the
+// client whose call raised an error (0: none), its error}. A client's error ends the run.
 const harnessMain = `
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
@@ -83,32 +85,43 @@ for i = 1, n do
     end
   end)
 end
+local failed, failure = 0, ''
 local function step(i)
   harness_client = i
   local ok, err = coroutine.resume(cos[i])
   if not ok then
-    error(err)
+    if type(err) == 'table' then
+      err = err.err
+    end
+    failed, failure = i, tostring(err)
   end
+  return ok
 end
 for i = 1, n do
-  step(i)
+  if not step(i) then
+    return {allowed, harness_log, failed, failure}
+  end
 end
 for k = a, #ARGV do
   local want = tonumber(ARGV[k])
   for d = 0, n - 1 do
     local i = (want - 1 + d) % n + 1
     if coroutine.status(cos[i]) ~= 'dead' then
-      step(i)
+      if not step(i) then
+        return {allowed, harness_log, failed, failure}
+      end
       break
     end
   end
 end
 for i = 1, n do
   while coroutine.status(cos[i]) ~= 'dead' do
-    step(i)
+    if not step(i) then
+      return {allowed, harness_log, failed, failure}
+    end
   end
 end
-return {allowed, harness_log}
+return {allowed, harness_log, 0, ''}
 `
 
 // harness is the command-granularity script of an engine script, with the host it runs
@@ -117,6 +130,30 @@ type harness struct {
 	src, sha string
 	clock    *luahost.ManualClock
 	h        *luahost.Host
+	script   *algorithms.Script
+	// The harness's lines after `from` are the engine script's, `shift` lines later, up
+	// to `to` (the harness's own main after it).
+	from, shift, to int
+}
+
+// harnessLine is a line of the harness in an error text.
+var harnessLine = regexp.MustCompile(`\buser_script:(\d+)\b`)
+
+// locate maps the lines an error of the harness names to the engine script's files and
+// lines; the harness's own lines are named as such.
+func (hs *harness) locate(msg string) string {
+	msg = harnessLine.ReplaceAllStringFunc(msg, func(m string) string {
+		n, _ := strconv.Atoi(m[len("user_script:"):])
+		switch {
+		case n <= hs.from:
+		case n > hs.from+hs.shift && n <= hs.to:
+			n -= hs.shift
+		default:
+			return "verify's race harness line " + strconv.Itoa(n)
+		}
+		return "user_script:" + strconv.Itoa(n)
+	})
+	return hs.script.Locate(msg)
 }
 
 func newHarness(s *algorithms.Script) (*harness, error) {
@@ -128,7 +165,10 @@ func newHarness(s *algorithms.Script) (*harness, error) {
 	}
 	j += len(end)
 	src := s.Source[:i] + harnessPrelude + s.Source[i:j] + harnessMain
-	hs := &harness{src: src, clock: luahost.NewManualClock(Epoch)}
+	hs := &harness{src: src, clock: luahost.NewManualClock(Epoch), script: s}
+	hs.from = 1 + strings.Count(s.Source[:i], "\n")
+	hs.shift = strings.Count(harnessPrelude, "\n")
+	hs.to = 1 + strings.Count(s.Source[:j], "\n") + hs.shift
 	hs.h = luahost.New(luahost.WithClock(hs.clock), luahost.WithCommands(s.Commands()...))
 	var err error
 	if hs.sha, err = hs.h.Load(src); err != nil {
@@ -149,11 +189,15 @@ type raceRound struct {
 	schedule []int // 1-based client numbers
 }
 
-// raceRun is what a sequence of rounds did.
+// raceRun is what a sequence of rounds did. A client's error ends it: failed is then
+// that client of the last round (1-based) and failure its error, at the engine script's
+// files and lines.
 type raceRun struct {
 	allowed [][]bool
 	log     [][]string
 	calls   int
+	failed  int
+	failure string
 }
 
 // run executes rounds at trace time at on a fresh host.
@@ -192,13 +236,19 @@ func (hs *harness) run(sub *subject, at int64, rounds []raceRound) (*raceRun, er
 		}
 		out.allowed = append(out.allowed, al)
 		out.log = append(out.log, log)
+		if arr := v.([]any); arr[2] != int64(0) {
+			f, _ := arr[2].(int64)
+			msg, _ := arr[3].(string)
+			out.failed, out.failure = int(f), hs.locate(msg)
+			break
+		}
 	}
 	return out, nil
 }
 
 func decodeHarness(v any, n int) ([]bool, []string, error) {
 	arr, ok := v.([]any)
-	if !ok || len(arr) != 2 {
+	if !ok || len(arr) != 4 {
 		return nil, nil, fmt.Errorf("verify: race harness reply %v", v)
 	}
 	flags, _ := arr[0].([]any)
@@ -232,8 +282,11 @@ func raceExcess(sub *subject, rounds []raceRound, run *raceRun) (over, total int
 
 // commandRace runs sub's algorithm with its commands interleaved across clients at one
 // instant: an adversarial schedule first (every client's reads before any write, after
-// filling the key to one below its limit), then seeded random ones.
-func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string) (Result, error) {
+// filling the key to one below its limit), then seeded random ones. An interleaving in
+// which a client's call raises an error is reported when none breaks the limit: as a
+// note when no single request raised an error (erred: the rule's errors property failed),
+// else as skipped.
+func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string, erred bool) (Result, error) {
 	r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: PropRaceCommand, Statement: stmtRaceR}
 	if sub.spec.kind == boundNone {
 		r.Status, r.Detail = Skip, "the algorithm states no limit verify knows"
@@ -275,7 +328,8 @@ func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params 
 		}
 		candidates = append(candidates, rounds)
 	}
-	calls := 0
+	calls, errored := 0, 0
+	var failing, breach []raceRound // the first interleavings that raised an error, broke the limit
 	for _, rounds := range candidates {
 		run, err := c.harness.run(sub, at, rounds)
 		if err != nil {
@@ -283,33 +337,78 @@ func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params 
 		}
 		calls += run.calls
 		c.calls += run.calls
-		if over, _ := raceExcess(sub, rounds, run); over <= 0 {
-			continue
+		if run.failed > 0 {
+			errored++
+			if failing == nil {
+				failing = rounds
+			}
+		} else if over, _ := raceExcess(sub, rounds, run); over > 0 && breach == nil {
+			breach = rounds
 		}
-		fails := func(try []raceRound) bool {
+	}
+	r.Calls = calls
+	switch {
+	case failing != nil && !erred:
+		return c.interleavingError(r, sub, at, failing, errored, len(candidates))
+	case breach != nil:
+		small := shrinkRounds(breach, func(try []raceRound) bool {
 			run, err := c.harness.run(sub, at, try)
 			if err != nil {
 				return false
 			}
 			c.calls += run.calls
 			over, _ := raceExcess(sub, try, run)
-			return over > 0
-		}
-		small := shrinkRounds(rounds, fails)
-		run, err = c.harness.run(sub, at, small)
+			return run.failed == 0 && over > 0
+		})
+		run, err := c.harness.run(sub, at, small)
 		if err != nil {
 			return r, err
 		}
 		_, total := raceExcess(sub, small, run)
 		r.Status = Note
 		r.Detail = fmt.Sprintf("without the script's atomicity, %d allowed at one instant against a limit of %d: a client read the state before another wrote it (in one script call the algorithm is atomic: see race)", total, limit)
-		r.Counterexample = raceCounterexample(at, small, run, countClients(rounds))
-		r.Calls = calls
-		return r, nil
+		r.Counterexample = raceCounterexample(at, small, run, countClients(breach))
+	case failing != nil:
+		first, err := c.harness.run(sub, at, failing)
+		if err != nil {
+			return r, err
+		}
+		r.Status = Skip
+		r.Detail = fmt.Sprintf("not checked: a client's call raised an error in %d of %d interleavings (%s), as single requests do: see errors", errored, len(candidates), first.failure)
+	default:
+		r.Status = Pass
+		r.Detail = fmt.Sprintf("no interleaving of %d tried broke the limit", len(candidates))
 	}
-	r.Status = Pass
-	r.Detail = fmt.Sprintf("no interleaving of %d tried broke the limit", len(candidates))
-	r.Calls = calls
+	return r, nil
+}
+
+// interleavingError makes r the note of an error that a client's call raised only when
+// the algorithm ran as separate commands: failing, shrunk against "raises the same
+// error".
+func (c *checker) interleavingError(r Result, sub *subject, at int64, failing []raceRound, errored, tried int) (Result, error) {
+	first, err := c.harness.run(sub, at, failing)
+	if err != nil {
+		return r, err
+	}
+	want := first.failure
+	small := shrinkRounds(failing, func(try []raceRound) bool {
+		run, err := c.harness.run(sub, at, try)
+		if err != nil {
+			return false
+		}
+		c.calls += run.calls
+		return run.failure == want
+	})
+	run, err := c.harness.run(sub, at, small)
+	if err != nil {
+		return r, err
+	}
+	if run.failure != want {
+		small, run = failing, first
+	}
+	r.Status, r.Error = Note, want
+	r.Detail = fmt.Sprintf("without the script's atomicity, a client's call raised an error in %d of %d interleavings: %s (no single request did: a client read state another had written only part of)", errored, tried, want)
+	r.Counterexample = raceCounterexample(at, small, run, countClients(failing))
 	return r, nil
 }
 
@@ -321,8 +420,9 @@ func countClients(rounds []raceRound) int {
 	return n
 }
 
-// shrinkRounds shrinks a failing race: fewer rounds, fewer clients, shorter schedules,
-// smaller costs.
+// shrinkRounds shrinks a failing race: fewer rounds, then in each round fewer clients,
+// shorter schedules and smaller costs, again until none of them helps (a shorter schedule
+// can make a client unnecessary).
 func shrinkRounds(rounds []raceRound, fails func([]raceRound) bool) []raceRound {
 	runs := shrinkRuns
 	rounds = shrinkSlice(rounds, fails, &runs)
@@ -332,24 +432,35 @@ func shrinkRounds(rounds []raceRound, fails func([]raceRound) bool) []raceRound 
 			try[i] = rd
 			return try
 		}
-		clients := shrinkSlice(rounds[i].clients, func(cs []raceClient) bool {
-			return len(cs) > 0 && fails(at(raceRound{clients: cs, schedule: clamp(rounds[i].schedule, len(cs))}))
-		}, &runs)
-		rounds[i] = raceRound{clients: clients, schedule: clamp(rounds[i].schedule, len(clients))}
-		sched := shrinkSlice(rounds[i].schedule, func(s []int) bool {
-			return fails(at(raceRound{clients: rounds[i].clients, schedule: s}))
-		}, &runs)
-		rounds[i].schedule = sched
-		rounds[i].clients = simplify(rounds[i].clients, func(c raceClient) []raceClient {
-			if c.cost <= 1 {
-				return nil
-			}
-			return []raceClient{{cost: 1, lease: c.lease}}
-		}, func(cs []raceClient) bool {
-			return fails(at(raceRound{clients: cs, schedule: rounds[i].schedule}))
-		}, &runs)
+		for size := -1; size != roundSize(rounds[i]) && runs > 0; {
+			size = roundSize(rounds[i])
+			clients := shrinkSlice(rounds[i].clients, func(cs []raceClient) bool {
+				return len(cs) > 0 && fails(at(raceRound{clients: cs, schedule: clamp(rounds[i].schedule, len(cs))}))
+			}, &runs)
+			rounds[i] = raceRound{clients: clients, schedule: clamp(rounds[i].schedule, len(clients))}
+			rounds[i].schedule = shrinkSlice(rounds[i].schedule, func(s []int) bool {
+				return fails(at(raceRound{clients: rounds[i].clients, schedule: s}))
+			}, &runs)
+			rounds[i].clients = simplify(rounds[i].clients, func(c raceClient) []raceClient {
+				if c.cost <= 1 {
+					return nil
+				}
+				return []raceClient{{cost: 1, lease: c.lease}}
+			}, func(cs []raceClient) bool {
+				return fails(at(raceRound{clients: cs, schedule: rounds[i].schedule}))
+			}, &runs)
+		}
 	}
 	return rounds
+}
+
+// roundSize is how much there is left to shrink in a round.
+func roundSize(rd raceRound) int {
+	n := len(rd.clients) + len(rd.schedule)
+	for _, c := range rd.clients {
+		n += int(c.cost)
+	}
+	return n
 }
 
 // clamp drops schedule entries naming clients beyond n.
@@ -394,6 +505,7 @@ func raceCounterexample(at int64, rounds []raceRound, run *raceRun, original int
 			}
 			flush()
 		}
+		failed := run.failed > 0 && r == len(run.allowed)-1
 		for i, c := range rd.clients {
 			res := "denied"
 			if run.allowed[r][i] {
@@ -402,9 +514,22 @@ func raceCounterexample(at int64, rounds []raceRound, run *raceRun, original int
 			if len(rd.clients) == 1 {
 				res += " (alone: one script call)"
 			}
-			ce.Steps = append(ce.Steps, CounterStep{At: t, Client: offset + i + 1, Request: fmt.Sprintf("cost %d", c.cost), Result: res, Mark: run.allowed[r][i]})
+			mark := run.allowed[r][i]
+			if failed {
+				switch {
+				case i+1 == run.failed:
+					res = "ERROR " + run.failure
+				case !mark:
+					res = "not allowed when the run stopped"
+				}
+				mark = i+1 == run.failed
+			}
+			ce.Steps = append(ce.Steps, CounterStep{At: t, Client: offset + i + 1, Request: fmt.Sprintf("cost %d", c.cost), Result: res, Mark: mark})
 		}
 		offset += len(rd.clients)
+		if failed {
+			break
+		}
 	}
 	return ce
 }

@@ -159,17 +159,19 @@ func (s *subject) exec(g *rig, st step) (result, error) {
 	return res, nil
 }
 
-// run executes steps on g, emptied first.
+// run executes steps on g, emptied first. A step whose call fails ends the run: the
+// results of the steps before it come back with a *callError naming it.
 func (s *subject) run(g *rig, steps []step) ([]result, *rig, error) {
 	if err := g.reset(); err != nil {
 		return nil, nil, err
 	}
-	out := make([]result, len(steps))
-	var err error
+	out := make([]result, 0, len(steps))
 	for i, st := range steps {
-		if out[i], err = s.exec(g, st); err != nil {
-			return nil, nil, fmt.Errorf("step %d: %w", i+1, err)
+		res, err := s.exec(g, st)
+		if err != nil {
+			return out, g, &callError{step: i, err: err}
 		}
+		out = append(out, res)
 	}
 	return out, g, nil
 }

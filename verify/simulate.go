@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,7 +81,9 @@ func WithObserver(f func(at time.Time, source string, attrs map[string]string, d
 //
 // Simulate fails on a request the policy cannot evaluate, on a script error, and on any
 // backend failure outside the scenario's faults (without faults, a simulation never
-// degrades to an on_error mode).
+// degrades to an on_error mode). The error names the request (its traffic, client and
+// attributes) and gives a script error at the plugin's (or algorithm's) own file and
+// line; it wraps the engine's error (engine.ErrScript for a script error).
 func Simulate(cfg *dsl.Config, s *dsl.Scenario, opts ...Option) (*Report, error) {
 	var o options
 	for _, f := range opts {
@@ -181,7 +185,8 @@ type sim struct {
 	leases  bool // some rule holds leases: allowed requests must be released
 	bucket  int64
 	observe func(at time.Time, source string, attrs map[string]string, d *engine.Decision)
-	policy  *dsl.Policy // the scenario's
+	policy  *dsl.Policy        // the scenario's
+	script  *algorithms.Script // the engine script, its lines mapped to their files
 }
 
 // source is one client of a traffic block (or the replayed trace).
@@ -223,7 +228,8 @@ type pendingReq struct {
 
 func newSim(plan *engine.Plan, cfg *dsl.Config, r *Report) (*sim, error) {
 	s := &sim{r: r, traffic: map[string]*trafficState{}, rules: map[ruleID]*ruleState{}}
-	script := plan.Script()
+	script := locatedScript(plan.Script(), cfg)
+	s.script = script
 	s.clock = luahost.NewManualClock(Epoch)
 	host := luahost.New(luahost.WithClock(s.clock), luahost.WithCommands(script.Commands()...))
 	if _, err := host.Load(script.Source); err != nil {
@@ -440,14 +446,14 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 		// A fault can make the engine fail a request (a server error reply it cannot tell
 		// from a script bug): count it. Anywhere else an error is the simulation's.
 		if s.faults == nil || s.faults.active(ev.at) == nil || errors.Is(err, engine.ErrRequest) {
-			return err
+			return s.requestError(src, ts, attrs, n, err)
 		}
 		s.recordError(ts, ev.at)
 		return nil
 	}
 	if s.faults == nil {
 		if err := degraded(d); err != nil {
-			return err
+			return s.requestError(src, ts, attrs, n, err)
 		}
 	}
 	s.record(ts, ev.at, attrs, n, d)
@@ -465,6 +471,38 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 	}
 	return nil
 }
+
+// requestError is the error of a request the simulation cannot go on from: which
+// traffic sent it, with what attributes, and the error with the engine script's lines
+// mapped to their files (a plugin's Lua runtime error at the plugin's file:line).
+func (s *sim) requestError(src *source, ts *trafficState, attrs engine.Attrs, n int64, err error) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "traffic %q", ts.rep.Name)
+	if src.trace == nil {
+		fmt.Fprintf(&b, " client %d", src.client+1)
+	}
+	b.WriteString(" request {")
+	for i, k := range slices.Sorted(maps.Keys(attrs)) {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s = %q", k, attrs[k])
+	}
+	b.WriteString("}")
+	if n != 1 {
+		fmt.Fprintf(&b, " × %d", n)
+	}
+	return &requestErr{what: b.String(), msg: scriptSuffix.ReplaceAllString(s.script.Locate(err.Error()), ""), err: err}
+}
+
+// requestErr is an error of one simulated request; it wraps the engine's.
+type requestErr struct {
+	what, msg string
+	err       error
+}
+
+func (e *requestErr) Error() string { return e.what + ": " + e.msg }
+func (e *requestErr) Unwrap() error { return e.err }
 
 // degraded turns a decision the backend did not make into an error: a simulation must
 // never quietly fall back to an on_error mode.

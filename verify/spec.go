@@ -38,8 +38,9 @@ type spec struct {
 
 // specOf returns the spec of algorithm a with wire parameters w. Built-in algorithms have
 // fixed specs; a plugin gets one from its parameter names: limit (count) and window
-// (duration) is a window algorithm held to the exact statement but, like the estimates,
-// only warned about up to twice the limit; capacity or burst (count) and rate (rate) is a
+// (duration) is a window algorithm held to the exact statement, warned about up to twice
+// the limit (what fixed_window and sliding_window allow) and failed beyond it; capacity
+// or burst (count) and rate (rate) is a
 // rate algorithm; max (count), ttl (duration) and a lease is a concurrency limit. Any
 // other plugin has no limit statement.
 func specOf(a *algorithms.Algorithm, w []int64) spec {
@@ -79,7 +80,7 @@ func specOf(a *algorithms.Algorithm, w []int64) spec {
 	switch {
 	case is("limit", algorithms.Count) && is("window", algorithms.Duration):
 		return spec{kind: boundWindow, limit: w[idx["limit"]], window: w[idx["window"]], documented: 2,
-			note: "the plugin exceeds its limit in a window-long interval, though by less than 2×: an estimate, like sliding_window"}
+			note: "a plugin with limit and window parameters is warned about up to 2×limit in a window-long interval, the most fixed_window's boundary burst and sliding_window's estimate allow by design, and fails beyond it"}
 	case is("rate", algorithms.Rate) && (is("capacity", algorithms.Count) || is("burst", algorithms.Count)):
 		c := "capacity"
 		if !is(c, algorithms.Count) {

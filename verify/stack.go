@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -18,11 +19,10 @@ import (
 // stackReq is one request of a policy trace: a cost per rule (0: a peek) and which of two
 // keys per rule it uses.
 type stackReq struct {
-	at     int64
-	costs  []int64
-	keys   []int
-	client int
-	lease  int
+	at    int64
+	costs []int64
+	keys  []int
+	lease int
 }
 
 // stackRule is one rule of a policy under check.
@@ -59,13 +59,14 @@ type stackOutcome struct {
 	changed []bool // per rule: its key changed
 }
 
-// runStack runs a policy trace, one call per request.
+// runStack runs a policy trace, one call per request. A request whose call fails ends
+// the run: the outcomes of the requests before it come back with a *callError.
 func (c *checker) runStack(rules []stackRule, reqs []stackReq) ([]stackOutcome, int, error) {
 	g, err := c.rig()
 	if err != nil {
 		return nil, 0, err
 	}
-	out := make([]stackOutcome, len(reqs))
+	out := make([]stackOutcome, 0, len(reqs))
 	for n, q := range reqs {
 		call := stackCall(rules, q, nil)
 		g.at(q.at)
@@ -75,13 +76,14 @@ func (c *checker) runStack(rules []stackRule, reqs []stackReq) ([]stackOutcome, 
 		}
 		rep, err := g.do(q.at, &call)
 		if err != nil {
-			return nil, 0, fmt.Errorf("request %d: %w", n+1, err)
+			c.calls += g.calls
+			return out, g.calls, &callError{step: n, err: err}
 		}
 		o := stackOutcome{rep: rep, changed: make([]bool, len(rules))}
 		for i, sr := range rules {
 			o.changed[i] = g.dump(sr.key(q.keys[i])) != before[i]
 		}
-		out[n] = o
+		out = append(out, o)
 	}
 	c.calls += g.calls
 	return out, g.calls, nil
@@ -162,13 +164,17 @@ func (c *checker) policy(p *dsl.Policy, rules []stackRule) ([]Result, error) {
 	if c.o.duration > 0 {
 		span = c.o.duration.Microseconds()
 	}
-	for r.Calls < c.o.budget && r.Counterexample == nil {
+	for r.Calls < c.o.budget && r.Counterexample == nil && r.Error == "" {
 		reqs := genStack(rng, rules, span, c.steps(c.o.budget-r.Calls))
 		res, calls, err := c.runStack(rules, reqs)
-		if err != nil {
+		r.Calls += calls
+		var ce *callError
+		if errors.As(err, &ce) {
+			c.stackError(&r, rules, reqs[:ce.step+1], ce)
+			break
+		} else if err != nil {
 			return nil, err
 		}
-		r.Calls += calls
 		v := checkStack(rules, reqs, res)
 		if v == nil {
 			continue
@@ -186,7 +192,7 @@ func (c *checker) policy(p *dsl.Policy, rules []stackRule) ([]Result, error) {
 		r.Status, r.Detail = v.status, v.msg
 		r.Counterexample = stackCounterexample(rules, small, res, v.mark, len(reqs))
 	}
-	if r.Counterexample == nil {
+	if r.Status == Pass {
 		r.Detail = fmt.Sprintf("held on %d requests to %d %s at once", r.Calls, len(rules), plural(int64(len(rules)), "rule", "rules"))
 	}
 	out = append(out, r)
@@ -206,12 +212,55 @@ func (c *checker) policy(p *dsl.Policy, rules []stackRule) ([]Result, error) {
 	return out, nil
 }
 
+// stackError makes r a failure for the script error ce that the last of reqs raised,
+// with reqs shrunk against "raises the same error".
+func (c *checker) stackError(r *Result, rules []stackRule, reqs []stackReq, ce *callError) {
+	want := errorText(c.script, ce)
+	raises := func(try []stackReq) (*callError, []stackOutcome) {
+		out, _, err := c.runStack(rules, try)
+		var ce *callError
+		if errors.As(err, &ce) && errorText(c.script, ce) == want {
+			return ce, out
+		}
+		return nil, nil
+	}
+	runs := shrinkRuns
+	small := shrinkSlice(reqs, func(try []stackReq) bool {
+		ce, _ := raises(try)
+		return ce != nil
+	}, &runs)
+	ce, out := raises(small)
+	if ce == nil {
+		small = reqs
+		ce, out = raises(small)
+	}
+	r.Status, r.Error = Fail, want
+	if ce == nil {
+		r.Detail = want + " (it does not repeat on a fresh host: the algorithm is not deterministic)"
+		return
+	}
+	q := small[ce.step]
+	r.Detail = fmt.Sprintf("%s, raised by a request (%s) at %s", want, stackReqText(rules, q), fmtExact(time.Duration(q.at)*time.Microsecond))
+	r.Counterexample = stackCounterexample(rules, small[:ce.step], out, nil, len(reqs))
+	r.Counterexample.Steps = append(r.Counterexample.Steps, CounterStep{At: time.Duration(q.at) * time.Microsecond,
+		Request: stackReqText(rules, q), Result: "ERROR " + want, Mark: true})
+}
+
+// stackReqText is a policy request as a counterexample shows it: "per_ip[k0] cost 1,
+// per_user[k1] cost 5".
+func stackReqText(rules []stackRule, q stackReq) string {
+	var req []string
+	for i, sr := range rules {
+		req = append(req, fmt.Sprintf("%s[k%d] cost %d", sr.name, q.keys[i], q.costs[i]))
+	}
+	return strings.Join(req, ", ")
+}
+
 func stackCounterexample(rules []stackRule, reqs []stackReq, out []stackOutcome, mark []int, original int) *Counterexample {
 	ce := &Counterexample{Original: original, Unit: "requests"}
 	for n, q := range reqs {
-		var req, res []string
+		var res []string
 		for i, sr := range rules {
-			req = append(req, fmt.Sprintf("%s[k%d] cost %d", sr.name, q.keys[i], q.costs[i]))
 			v := "allows"
 			if !out[n].rep.Rules[i].Allowed {
 				v = "denies"
@@ -225,7 +274,7 @@ func stackCounterexample(rules []stackRule, reqs []stackReq, out []stackOutcome,
 		if out[n].rep.Allowed {
 			verdict = "allowed"
 		}
-		ce.Steps = append(ce.Steps, CounterStep{At: time.Duration(q.at) * time.Microsecond, Request: strings.Join(req, ", "),
+		ce.Steps = append(ce.Steps, CounterStep{At: time.Duration(q.at) * time.Microsecond, Request: stackReqText(rules, q),
 			Result: verdict + ": " + strings.Join(res, ", "), Mark: slices.Contains(mark, n)})
 	}
 	return ce
@@ -235,11 +284,15 @@ func stackCounterexample(rules []stackRule, reqs []stackReq, out []stackOutcome,
 // request is one call; in cluster mode each rule is its own call, in rule order, and a
 // request denied by a later rule refunds the earlier ones. Rounds run at instants that
 // move across the first rule's windows; each round's calls are interleaved by a seeded
-// random schedule (and an adversarial one: every client's first call before any second).
+// random schedule (or an adversarial one: every client's first call before any second).
+// A breach is shrunk call by call: fewer rounds, fewer clients, fewer scheduling steps,
+// smaller costs.
 func (c *checker) stackRace(p *dsl.Policy, rules []stackRule, cluster bool) (Result, error) {
 	r := Result{Policy: p.Name, Property: PropRace, Statement: stmtRace}
+	groups := 1
 	if cluster {
 		r.Property, r.Statement = PropRaceCluster, stmtRaceC
+		groups = len(rules)
 	}
 	rng := c.rng(p.Name, r.Property)
 	w := max(rules[0].sub.spec.window, 1)
@@ -248,7 +301,8 @@ func (c *checker) stackRace(p *dsl.Policy, rules []stackRule, cluster bool) (Res
 	lease := 0
 	for budget := c.o.budget; budget > 0; {
 		n := 2 + rng.IntN(c.o.clients-1)
-		rd := stackRound{at: now, adversarial: rng.IntN(3) == 0}
+		rd := stackRound{at: now}
+		adversarial := rng.IntN(3) == 0
 		// Each rule's key is shared by the round's clients, or one per client (the same
 		// client's again in later rounds).
 		perClient := make([]bool, len(rules))
@@ -257,7 +311,7 @@ func (c *checker) stackRace(p *dsl.Policy, rules []stackRule, cluster bool) (Res
 		}
 		for i := range n {
 			lease++
-			q := stackReq{at: now, client: i, lease: lease}
+			q := stackReq{at: now, lease: lease}
 			for k, sr := range rules {
 				limit := max(sr.sub.spec.limit, 1)
 				q.costs = append(q.costs, 1+rng.Int64N(max(limit/int64(n), 1)))
@@ -269,7 +323,14 @@ func (c *checker) stackRace(p *dsl.Policy, rules []stackRule, cluster bool) (Res
 			}
 			rd.reqs = append(rd.reqs, q)
 		}
-		rd.seed = rng.Uint64()
+		// A client makes at most 2·groups-1 calls: its checks, and refunds after a denial.
+		for k := range 2 * groups * n {
+			if adversarial {
+				rd.schedule = append(rd.schedule, k%n)
+			} else {
+				rd.schedule = append(rd.schedule, rng.IntN(n))
+			}
+		}
 		rounds = append(rounds, rd)
 		budget -= n * len(rules)
 		now += rng.Int64N(w/2 + 2)
@@ -279,42 +340,174 @@ func (c *checker) stackRace(p *dsl.Policy, rules []stackRule, cluster bool) (Res
 		return r, err
 	}
 	r.Calls = run.calls
+	original := 0
+	for _, rd := range rounds {
+		original += len(rd.reqs)
+	}
+	if run.failure != "" {
+		want := run.failure
+		small := shrinkStackRace(rounds, func(try []stackRound) bool {
+			run, err := c.runRace(rules, try, cluster)
+			return err == nil && run.failure == want
+		})
+		srun, err := c.runRace(rules, small, cluster)
+		if err != nil {
+			return r, err
+		}
+		if srun.failure != want {
+			srun = run
+		}
+		last := srun.ops[len(srun.ops)-1]
+		for i := range srun.ops {
+			srun.ops[i].Mark = i == len(srun.ops)-1
+		}
+		r.Status, r.Error = Fail, want
+		r.Detail = fmt.Sprintf("%s, raised by client %d's %s at %s", want, last.Client, last.Request, fmtExact(last.At))
+		r.Counterexample = &Counterexample{Original: original, Unit: "requests", Steps: srun.ops}
+		return r, nil
+	}
 	v := raceBreach(rules, rounds, run)
 	if v == nil {
 		r.Detail = fmt.Sprintf("held over %d rounds of up to %d clients, %d calls", len(rounds), c.o.clients, run.calls)
 		return r, nil
 	}
-	runs := shrinkRuns
-	small := shrinkSlice(rounds, func(try []stackRound) bool {
+	small := shrinkStackRace(rounds, func(try []stackRound) bool {
 		run, err := c.runRace(rules, try, cluster)
-		return err == nil && raceBreach(rules, try, run) != nil
-	}, &runs)
+		return err == nil && run.failure == "" && raceBreach(rules, try, run) != nil
+	})
 	run, err = c.runRace(rules, small, cluster)
 	if err != nil {
 		return r, err
 	}
 	v = raceBreach(rules, small, run)
 	r.Status, r.Detail = Fail, v.msg
-	ce := &Counterexample{Original: len(rounds), Unit: "rounds"}
-	ce.Steps = append(ce.Steps, run.ops...)
-	r.Counterexample = ce
+	r.Counterexample = &Counterexample{Original: original, Unit: "requests", Steps: run.ops}
 	return r, nil
 }
 
-// stackRound is concurrent clients at one instant.
+// stackRound is concurrent clients at one instant: their requests, and the order in
+// which they make their calls. Each schedule entry runs the next call of that client
+// (0-based), or of the next client after it that has calls left; clients with calls left
+// when the schedule ends make them in order.
 type stackRound struct {
-	at          int64
-	reqs        []stackReq
-	seed        uint64
-	adversarial bool
+	at       int64
+	reqs     []stackReq
+	schedule []int
+}
+
+// keep returns the round with only the clients idx (increasing), its schedule
+// renumbered.
+func (rd stackRound) keep(idx []int) stackRound {
+	out := stackRound{at: rd.at}
+	renum := map[int]int{}
+	for k, i := range idx {
+		out.reqs = append(out.reqs, rd.reqs[i])
+		renum[i] = k
+	}
+	for _, s := range rd.schedule {
+		if k, ok := renum[s]; ok {
+			out.schedule = append(out.schedule, k)
+		}
+	}
+	return out
+}
+
+// merge returns the round with client k+1's request folded into client k's: one request
+// with the sum of their costs.
+func (rd stackRound) merge(k int) stackRound {
+	out := stackRound{at: rd.at, reqs: slices.Clone(rd.reqs)}
+	q := out.reqs[k]
+	q.costs = slices.Clone(q.costs)
+	for i, c := range out.reqs[k+1].costs {
+		q.costs[i] += c
+	}
+	out.reqs[k] = q
+	out.reqs = slices.Delete(out.reqs, k+1, k+2)
+	for _, s := range rd.schedule {
+		switch {
+		case s == k+1:
+		case s > k+1:
+			out.schedule = append(out.schedule, s-1)
+		default:
+			out.schedule = append(out.schedule, s)
+		}
+	}
+	return out
+}
+
+// shrinkStackRace shrinks a failing race: fewer rounds, then in each round fewer
+// clients, clients merged into one request of their summed cost, fewer scheduling steps
+// and costs of 1, again until none of them helps, then fewer rounds again.
+func shrinkStackRace(rounds []stackRound, fails func([]stackRound) bool) []stackRound {
+	runs := shrinkRuns
+	rounds = shrinkSlice(rounds, fails, &runs)
+	for r := range rounds {
+		with := func(rd stackRound) []stackRound {
+			try := slices.Clone(rounds)
+			try[r] = rd
+			return try
+		}
+		for size := -1; size != rounds[r].size() && runs > 0; {
+			size = rounds[r].size()
+			idx := make([]int, len(rounds[r].reqs))
+			for i := range idx {
+				idx[i] = i
+			}
+			idx = shrinkSlice(idx, func(keep []int) bool { return fails(with(rounds[r].keep(keep))) }, &runs)
+			rounds[r] = rounds[r].keep(idx)
+			for k := 0; k+1 < len(rounds[r].reqs) && runs > 0; {
+				runs--
+				if try := rounds[r].merge(k); fails(with(try)) {
+					rounds[r] = try
+				} else {
+					k++
+				}
+			}
+			rounds[r].schedule = shrinkSlice(rounds[r].schedule, func(s []int) bool {
+				rd := rounds[r]
+				rd.schedule = s
+				return fails(with(rd))
+			}, &runs)
+			rounds[r].reqs = simplify(rounds[r].reqs, func(q stackReq) []stackReq {
+				ones := slices.Clone(q.costs)
+				for i := range ones {
+					ones[i] = 1
+				}
+				if slices.Equal(ones, q.costs) {
+					return nil
+				}
+				q.costs = ones
+				return []stackReq{q}
+			}, func(reqs []stackReq) bool {
+				rd := rounds[r]
+				rd.reqs = reqs
+				return fails(with(rd))
+			}, &runs)
+		}
+	}
+	return shrinkSlice(rounds, fails, &runs)
+}
+
+// size is how much there is left to shrink in a round: requests, scheduling steps and
+// costs.
+func (rd stackRound) size() int {
+	n := len(rd.reqs) + len(rd.schedule)
+	for _, q := range rd.reqs {
+		for _, c := range q.costs {
+			n += int(c)
+		}
+	}
+	return n
 }
 
 // stackRaceRun is what a race did: per round, per client, whether the whole request was
-// allowed; and the calls in the order they ran, for a counterexample.
+// allowed; and the calls in the order they ran, for a counterexample. A call that fails
+// ends the race: failure is its error (ops ends with it, allowed without its round).
 type stackRaceRun struct {
 	allowed [][]bool
 	ops     []CounterStep
 	calls   int
+	failure string
 }
 
 // runRace runs race rounds on a fresh host.
@@ -324,6 +517,10 @@ func (c *checker) runRace(rules []stackRule, rounds []stackRound, cluster bool) 
 		return nil, err
 	}
 	out := &stackRaceRun{}
+	defer func() {
+		out.calls = g.calls
+		c.calls += g.calls
+	}()
 	groups := [][]int{nil} // nil: every rule in one call
 	if cluster {
 		groups = nil
@@ -339,22 +536,23 @@ func (c *checker) runRace(rules []stackRule, rounds []stackRound, cluster bool) 
 		denied := make([]bool, n)
 		refunds := make([][]int, n) // groups left to refund
 		allowed := make([]bool, n)
-		rng := rand.New(rand.NewPCG(rd.seed, 0))
-		turn := 0
+		pos := 0
 		for {
-			var live []int
-			for i := range n {
-				if !done[i] {
-					live = append(live, i)
+			i := -1
+			if pos < len(rd.schedule) {
+				want := rd.schedule[pos]
+				pos++
+				for d := range n {
+					if k := (want + d) % n; !done[k] {
+						i = k
+						break
+					}
 				}
+			} else {
+				i = slices.Index(done, false)
 			}
-			if len(live) == 0 {
+			if i < 0 {
 				break
-			}
-			i := live[rng.IntN(len(live))]
-			if rd.adversarial {
-				i = live[turn%len(live)]
-				turn++
 			}
 			q := rd.reqs[i]
 			var call algorithms.Call
@@ -372,21 +570,26 @@ func (c *checker) runRace(rules []stackRule, rounds []stackRound, cluster bool) 
 				call = stackCall(rules, q, groups[gi])
 				what = "check " + groupName(rules, groups[gi])
 			}
+			op := CounterStep{At: time.Duration(rd.at) * time.Microsecond, Client: i + 1, Request: fmt.Sprintf("%s (%s)", what, costText(rules, q, groups[gi]))}
 			rep, err := g.do(rd.at, &call)
 			if err != nil {
-				return nil, err
+				op.Result, op.Mark = "ERROR "+errorText(c.script, err), true
+				out.ops = append(out.ops, op)
+				out.failure = errorText(c.script, err)
+				return out, nil
 			}
-			res := "refunded"
+			op.Result = "refunded"
 			if call.Op == algorithms.OpCheck {
 				if rep.Allowed {
-					res = "allowed"
+					op.Result = "allowed"
 					charged[i]++
 					next[i]++
 					if next[i] == len(groups) {
 						done[i], allowed[i] = true, true
+						op.Mark = len(groups) == 1
 					}
 				} else {
-					res = "denied"
+					op.Result = "denied"
 					denied[i] = true
 					for gi := range charged[i] {
 						refunds[i] = append(refunds[i], gi)
@@ -394,18 +597,17 @@ func (c *checker) runRace(rules []stackRule, rounds []stackRound, cluster bool) 
 					done[i] = len(refunds[i]) == 0
 				}
 			}
-			out.ops = append(out.ops, CounterStep{At: time.Duration(rd.at) * time.Microsecond, Client: i + 1,
-				Request: fmt.Sprintf("%s (%s)", what, costText(rules, q, groups[gi])), Result: res})
+			out.ops = append(out.ops, op)
 		}
-		for i := range n {
-			if allowed[i] {
-				out.ops = append(out.ops, CounterStep{At: time.Duration(rd.at) * time.Microsecond, Client: i + 1, Request: "request", Result: "allowed", Mark: true})
+		if len(groups) > 1 {
+			for i := range n {
+				if allowed[i] {
+					out.ops = append(out.ops, CounterStep{At: time.Duration(rd.at) * time.Microsecond, Client: i + 1, Request: "request", Result: "allowed", Mark: true})
+				}
 			}
 		}
 		out.allowed = append(out.allowed, allowed)
 	}
-	out.calls = g.calls
-	c.calls += g.calls
 	return out, nil
 }
 
@@ -455,8 +657,11 @@ func raceBreach(rules []stackRule, rounds []stackRound, run *stackRaceRun) *viol
 			}
 		}
 		for _, key := range keys {
-			if e := sr.sub.spec.worst(byKey[key], sr.sub.spec.documented); e != nil {
-				return &violation{status: Fail, msg: fmt.Sprintf("rule %q key k%d: %d allowed within %s where at most %d may pass", sr.name, key, e.allowed, fmtUS(e.span), e.bound)}
+			gs := byKey[key]
+			if e := sr.sub.spec.worst(gs, sr.sub.spec.documented); e != nil {
+				v := limitViolation(sr.sub.spec, gs, e, Fail)
+				v.msg = fmt.Sprintf("rule %q key k%d: %s", sr.name, key, v.msg)
+				return v
 			}
 		}
 	}
