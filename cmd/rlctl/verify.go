@@ -20,10 +20,15 @@ boundaries, retries exactly at (and just before) the advised retry-after, costs 
 the capacity and more, idle gaps past every TTL, and concurrent clients.
 
 Per rule (for each parameter value its expressions take in the files' scenarios):
+  errors             no request makes the script raise an error (a plugin's Lua runtime
+                     error): the request that does, at the plugin's file:line; the other
+                     properties are checked on the requests before it
   limit              the algorithm's limit in every interval (sliding_log: at most limit
                      in any window; buckets and gcra: capacity plus what refills; leases:
                      at most max held). fixed_window and sliding_window are reported
-                     (WARN) for exceeding the limit within their documented 2×.
+                     (WARN) for exceeding the limit by up to their documented 2×, and a
+                     plugin with limit and window parameters is held to the same; more
+                     fails.
   retry-after        sound (nothing passes earlier) and sufficient (the same request
                      passes then), -1 exactly when the cost can never fit
   atomicity          a denied request and a peek change nothing
@@ -41,7 +46,16 @@ Per policy:
                      denial (Redis Cluster without a shard key)
 
 Every failure comes with a shrunk counterexample: the few requests, with their exact
-times, that break the property. The same files, seed and budget give the same output.
+times, that break the property. A script error is a failure of the property that met it,
+and verify goes on with the other rules and policies. The same files, seed and budget
+give the same output.
+
+With -json the findings are one JSON object, "schema": 1 (see the verify package's
+documentation): seed, budget, calls, and results, each with policy, rule, algorithm,
+params, property, status (pass, skip, note, warn, fail), statement, detail, calls, error
+(a script error at its file:line) and counterexample {original, unit, steps: [{at_ns,
+client, request, result, mark}]}. If verify cannot run at all, the object has "error"
+and no results.
 
 Flags:
   -budget N     requests generated per rule, and again for its races (default 3000)
@@ -97,7 +111,11 @@ func runVerify(e *env, args []string) error {
 	}
 	f, err := verify.Check(cfg, opts...)
 	if err != nil {
-		return err
+		if !*asJSON {
+			return err
+		}
+		// The JSON reader gets an object of the same schema that says why.
+		f = &verify.Findings{Schema: verify.Schema, Seed: *seed, Budget: *budget, Results: []verify.Result{}, Error: err.Error()}
 	}
 	out := bufio.NewWriter(e.stdout)
 	if *asJSON {
@@ -111,6 +129,10 @@ func runVerify(e *env, args []string) error {
 	}
 	if err := out.Flush(); err != nil {
 		return err
+	}
+	if f.Error != "" {
+		fmt.Fprintf(e.stderr, "rlctl: error: %s\n", f.Error)
+		return errFailed
 	}
 	bad := f.Count(verify.Fail)
 	if *strict {
