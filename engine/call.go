@@ -334,11 +334,13 @@ func (f clockFunc) Now() time.Time { return f() }
 // logFailure logs a degraded decision: script errors at error level (a bug to fix),
 // backend failures at warning level.
 func (e *Engine) logFailure(policy, mode string, class Class, err error) {
-	msg := "rlctl: backend failed; deciding by on_error"
 	if class == ClassScript {
-		msg = "rlctl: the engine script failed (a plugin or plan bug); deciding by on_error"
+		// The error names lines of the assembled script; say which file they came from.
+		e.logs.log(e, class.String()+"/"+policy, "rlctl: the engine script failed (a plugin or plan bug); deciding by on_error",
+			"policy", policy, "mode", mode, "err", e.plan.script.Locate(err.Error()))
+		return
 	}
-	e.logs.log(e, class.String()+"/"+policy, msg, "policy", policy, "mode", mode, "err", err)
+	e.logs.log(e, class.String()+"/"+policy, "rlctl: backend failed; deciding by on_error", "policy", policy, "mode", mode, "err", err)
 }
 
 // logLimiter logs each kind of message at most once a second (engine clock), with the

@@ -574,3 +574,31 @@ func TestDeadlineErrorCarriesServerTime(t *testing.T) {
 		t.Fatal("another RLCTL error read as a deadline error")
 	}
 }
+
+// TestScriptErrorLogNamesTheFile: a script error is logged with the file and line of the
+// algorithm's own source, not the assembled script's line.
+func TestScriptErrorLogNamesTheFile(t *testing.T) {
+	clock := newFrozen()
+	b := newFake(clock)
+	plan := compile(t, modePolicy("allow", gcraRule))
+	line := 0
+	for n := 1; n < 10_000 && line == 0; n++ {
+		if f, _, ok := plan.Script().Position(n); ok && f == "gcra.lua" {
+			line = n
+		}
+	}
+	if line == 0 {
+		t.Fatal("no line of the script comes from gcra.lua")
+	}
+	b.failWith(func(context.Context, []string) error {
+		return replyError(fmt.Sprintf("ERR user_script:%d: attempt to perform arithmetic on a nil value", line))
+	})
+	var logs bytes.Buffer
+	e := New(b, plan, WithClock(clock.now), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if d, err := e.Allow(context.Background(), Attrs{"user": "u"}); err != nil || !errors.Is(d.Err, ErrScript) {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "gcra.lua:") {
+		t.Fatalf("the log does not name gcra.lua at error level:\n%s", logs.String())
+	}
+}
