@@ -447,20 +447,31 @@ func runOnHost(ctx context.Context, t trace, prefix string) []string {
 	return out
 }
 
+// runBoth runs t on rdb and then on a fresh host, and returns both replies
+// and how many milliseconds the two runs took together.
+func runBoth(ctx context.Context, rdb *redis.Client, t trace, prefix string) (want, got []string, spanMs int64, err error) {
+	start := time.Now()
+	if want, err = runOn(ctx, rdb, t, prefix); err != nil {
+		return nil, nil, 0, err
+	}
+	got = runOnHost(ctx, t, prefix)
+	return want, got, time.Since(start).Milliseconds(), nil
+}
+
 // sameReply reports whether two replies to cmd agree. TTL and PTTL of keys
-// expiring in days, and the expire times of keys given a relative TTL,
-// depend on when each server ran the command; they agree within two
-// seconds.
-func sameReply(cmd []string, a, b string) bool {
+// expiring in days depend on when each server ran the command, and the
+// expire time of a key given a relative TTL on when each set it; they agree
+// within two seconds plus spanMs, the time both runs took.
+func sameReply(cmd []string, a, b string, spanMs int64) bool {
 	if a == b {
 		return true
 	}
 	tolerance := int64(0)
 	switch strings.ToUpper(cmd[0]) {
 	case "TTL", "EXPIRETIME":
-		tolerance = 2
+		tolerance = 2 + (spanMs+999)/1000
 	case "PTTL", "PEXPIRETIME":
-		tolerance = 2000
+		tolerance = 2000 + spanMs
 	default:
 		return false
 	}
@@ -474,9 +485,9 @@ func sameReply(cmd []string, a, b string) bool {
 
 // firstMismatch returns the index of the first reply of t that differs
 // between a and b, or -1.
-func firstMismatch(t trace, a, b []string) int {
+func firstMismatch(t trace, a, b []string, spanMs int64) int {
 	for i := range a {
-		if !sameReply(t[i], a[i], b[i]) {
+		if !sameReply(t[i], a[i], b[i], spanMs) {
 			return i
 		}
 	}
@@ -495,31 +506,26 @@ func TestTracesMatchRedis(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(*traceCount); seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			tr := genTrace(seed, 3000)
-			prefix := keyPrefix(t)
-			want, err := runOn(ctx, rdb, tr, prefix)
+			want, got, span, err := runBoth(ctx, rdb, tr, keyPrefix(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := runOnHost(ctx, tr, prefix)
-			i := firstMismatch(tr, want, got)
+			i := firstMismatch(tr, want, got, span)
 			if i < 0 {
 				return
 			}
 			short := shrink(t, tr[:i+1], func(cand trace) bool {
-				p := keyPrefix(t)
-				w, err := runOn(ctx, rdb, cand, p)
+				w, g, span, err := runBoth(ctx, rdb, cand, keyPrefix(t))
 				if err != nil {
 					t.Fatal(err)
 				}
-				return firstMismatch(cand, w, runOnHost(ctx, cand, p)) >= 0
+				return firstMismatch(cand, w, g, span) >= 0
 			})
-			p := keyPrefix(t)
-			w, _ := runOn(ctx, rdb, short, p)
-			g := runOnHost(ctx, short, p)
+			w, g, span, _ := runBoth(ctx, rdb, short, keyPrefix(t))
 			var b strings.Builder
 			for j, c := range short {
 				mark := "  "
-				if !sameReply(c, w[j], g[j]) {
+				if !sameReply(c, w[j], g[j], span) {
 					mark = "!!"
 				}
 				fmt.Fprintf(&b, "%s %q\n     redis:   %s\n     luahost: %s\n", mark, c, w[j], g[j])
@@ -578,6 +584,7 @@ func TestTracesMiniredis(t *testing.T) {
 	for _, seed := range []uint64{1, 2} {
 		tr := genTrace(seed, 1500)
 		prefix := keyPrefix(t)
+		start := time.Now()
 		want, err := runOn(ctx, rdb, tr, prefix)
 		if err != nil {
 			t.Fatal(err)
@@ -587,9 +594,10 @@ func TestTracesMiniredis(t *testing.T) {
 			t.Fatal(err)
 		}
 		host := runOnHost(ctx, tr, prefix)
+		span := time.Since(start).Milliseconds()
 		var differ int
 		for i := range tr {
-			if sameReply(tr[i], mini[i], want[i]) {
+			if sameReply(tr[i], mini[i], want[i], span) {
 				continue
 			}
 			differ++
