@@ -61,6 +61,8 @@ Flags:
   -duration D     time limit per policy (default 10s)
   -keys K         key space per rule key (default 1000, at most 1000000)
   -policy NAME    bench only this policy
+  -deadline D     the engine's decision deadline (default 50ms, the engine's own); a
+                  decision past it is made without Redis, which bench reports as a failure
   -attr NAME=VALUE  fix request.NAME (repeatable)
 
 Progress is shown on stderr when it is a terminal.
@@ -94,6 +96,7 @@ func runBench(e *env, args []string) error {
 	limit := fs.Duration("duration", 10*time.Second, "")
 	keys := fs.Int("keys", 1000, "")
 	only := fs.String("policy", "", "")
+	deadline := fs.Duration("deadline", 50*time.Millisecond, "")
 	fixed := benchAttrs{}
 	fs.Var(fixed, "attr", "")
 	if err := parse(e, fs, args); err != nil {
@@ -184,7 +187,7 @@ func runBench(e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		r, err := benchPolicy(ctx, e, engine.New(backend, plan), p.Name, reqs, *n, *callers, *limit)
+		r, err := benchPolicy(ctx, e, engine.New(backend, plan, engine.WithTimeout(*deadline)), p.Name, reqs, *n, *callers, *limit)
 		if err != nil {
 			return fmt.Errorf("policy %q: %w", p.Name, err)
 		}
