@@ -39,8 +39,14 @@ func (f *frozen) now() time.Time          { return time.UnixMicro(f.us.Load()) }
 func (f *frozen) advance(d time.Duration) { f.us.Add(d.Microseconds()) }
 
 // backends returns the engine's backends under test: a real redis-server and luahost.
+// The Redis database starts empty, as luahost does, so a test decides the same on every
+// run (-count=N) whatever keys an earlier run left; no engine test shares the server
+// with a test running in parallel.
 func backends(t *testing.T, clock *frozen) map[string]Backend {
 	rdb := redistest.Shared(t).Client(t)
+	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+		t.Fatalf("FLUSHDB: %v", err)
+	}
 	return map[string]Backend{
 		"redis":   NewRedis(rdb),
 		"luahost": NewLocal(luahost.New(luahost.WithClock(clockFunc(clock.now)))),
