@@ -31,6 +31,8 @@ type Param struct {
 	Doc  string // one line: what it means and its unit
 	// Capacity marks the parameter that bounds one request's cost (a limit, capacity,
 	// burst or max): a larger cost can never pass, and it is the limit the script reports.
+	// It is the parameter the guarantee's Amount is (a plugin's when its amount is a plain
+	// reference to a count parameter).
 	Capacity bool
 }
 
@@ -49,6 +51,10 @@ type Algorithm struct {
 	Params   []Param  // in wire order
 	Commands []string // the Redis commands its Lua may call
 	Source   string   // the Lua chunk; it returns a table {params, check, commit[, refund, validate]}
+	// File is where a plugin's Source was read from ("" for built-ins).
+	File string
+	// Guarantee is what the algorithm promises, as verify checks it.
+	Guarantee Guarantee
 	// validate checks cross-parameter bounds on wire values; nil means none.
 	validate func(w []int64) error
 }
@@ -132,13 +138,16 @@ var builtin = []*Algorithm{
 		Doc:      "At most limit per aligned window; allows up to 2x limit across a window boundary.",
 		Params:   []Param{countParam("limit", "cost allowed per window"), windowParam},
 		Commands: hashCmds,
+		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Bound: Ratio{2, 1},
+			Why: "fixed_window lets a burst straddle a window boundary: up to limit at the end of one window and limit again at the start of the next; use sliding_log, sliding_window or gcra for a smooth limit"},
 		validate: boundProduct("fixed_window", 0, 1, MaxInt, "limit × window (µs)"),
 	},
 	{
-		Name:     "sliding_log",
-		Doc:      "At most limit in every window-long interval, exactly; memory grows with limit.",
-		Params:   []Param{countParam("limit", "cost allowed per window"), windowParam},
-		Commands: zsetCmds,
+		Name:      "sliding_log",
+		Doc:       "At most limit in every window-long interval, exactly; memory grows with limit.",
+		Params:    []Param{countParam("limit", "cost allowed per window"), windowParam},
+		Commands:  zsetCmds,
+		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1)},
 		validate: func(w []int64) error {
 			if w[0] > 1_000_000 {
 				return fmt.Errorf("sliding_log: limit %d above 1000000 (one sorted-set member per unit of cost); use sliding_window or token_bucket", w[0])
@@ -151,6 +160,8 @@ var builtin = []*Algorithm{
 		Doc:      "The two-window weighted estimate: limit per window with O(1) memory.",
 		Params:   []Param{countParam("limit", "cost allowed per window"), windowParam},
 		Commands: hashCmds,
+		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Bound: Ratio{2, 1},
+			Why: "sliding_window estimates the previous window's traffic as spread evenly, so traffic bunched at the end of a window gets up to 2×limit through in a window-long interval; use sliding_log where the limit must be exact"},
 		validate: boundProduct("sliding_window", 0, 1, MaxInt/4, "limit × window (µs)"),
 	},
 	{
@@ -160,8 +171,9 @@ var builtin = []*Algorithm{
 			countParam("capacity", "the bucket size: the largest burst"),
 			{Name: "rate", Kind: Rate, Doc: "tokens added per period"},
 		},
-		Commands: hashCmds,
-		validate: boundProduct("token_bucket", 0, 2, MaxInt/2, "capacity × period (µs)"),
+		Commands:  hashCmds,
+		Guarantee: Guarantee{Shape: ShapeRate, Terms: rateTerms(0, 1)},
+		validate:  boundProduct("token_bucket", 0, 2, MaxInt/2, "capacity × period (µs)"),
 	},
 	{
 		Name: "leaky_bucket",
@@ -170,8 +182,9 @@ var builtin = []*Algorithm{
 			countParam("capacity", "the bucket size: the largest burst"),
 			{Name: "rate", Kind: Rate, Doc: "units leaked per period"},
 		},
-		Commands: hashCmds,
-		validate: boundProduct("leaky_bucket", 0, 2, MaxInt/2, "capacity × period (µs)"),
+		Commands:  hashCmds,
+		Guarantee: Guarantee{Shape: ShapeRate, Terms: rateTerms(0, 1)},
+		validate:  boundProduct("leaky_bucket", 0, 2, MaxInt/2, "capacity × period (µs)"),
 	},
 	{
 		Name: "gcra",
@@ -181,6 +194,9 @@ var builtin = []*Algorithm{
 			countParam("burst", "cells that may be taken at once"),
 		},
 		Commands: hashCmds,
+		Guarantee: Guarantee{Shape: ShapeRate, Terms: func(w []int64) (Terms, error) {
+			return Terms{Amount: w[2], Rate: w[0], Period: w[1]}, nil
+		}},
 		validate: boundProduct("gcra", 2, 1, MaxInt/4, "burst × period (µs)"),
 	},
 	{
@@ -191,7 +207,8 @@ var builtin = []*Algorithm{
 			{Name: "ttl", Kind: Duration, Doc: "how long an unreleased lease lives"},
 			{Name: "lease", Kind: Lease, Doc: "the request's lease id (set by the engine)"},
 		},
-		Commands: zsetCmds,
+		Commands:  zsetCmds,
+		Guarantee: Guarantee{Shape: ShapeInFlight, Terms: windowTerms(0, 1)},
 	},
 }
 

@@ -141,6 +141,35 @@ var ErrReply = errors.New("malformed engine script reply")
 // header is the number of values before the per-rule ones in a check reply.
 const header = 4
 
+// CheckContract is what an algorithm's check function returns, as the dispatcher reads it
+// (lua/dispatch.lua); diagnostics of a check that returns anything else quote it.
+const CheckContract = "return allowed (1 or 0), remaining, retry_after_us (0 when allowed, -1 when the cost can never fit), reset_after_us, limit[, pending]"
+
+// ruleFields names a rule's five reply values, as CheckContract does.
+var ruleFields = [5]string{"allowed", "remaining", "retry_after_us", "reset_after_us", "limit"}
+
+// badRuleValue describes reply value i (0-based, i >= header), which is not an integer
+// (got) or missing (got == nil and missing): the rule and field it is, and what check must
+// return. Lua false arrives as nil, and Lua nil ends the array, so missing values are nils.
+func badRuleValue(i int, got any, missing bool) error {
+	r, f := (i-header)/5+1, ruleFields[(i-header)%5]
+	what := fmt.Sprintf("is %T", got)
+	switch got := got.(type) {
+	case nil:
+		what = "is false"
+		if missing {
+			what = "is nil (a Lua nil cuts the reply short)"
+		}
+	case string:
+		what = fmt.Sprintf("is the string %.40q", got)
+	case []any:
+		what = "is a table"
+	case error:
+		what = "is an error reply"
+	}
+	return fmt.Errorf("%w: rule %d's %s (value %d) %s, want an integer; the rule's algorithm's check must %s", ErrReply, r, f, i+1, what, CheckContract)
+}
+
 // IsDeadlineError reports whether err is the script's reply to a call that the server ran
 // after the call's Deadline: the call wrote nothing.
 func IsDeadlineError(err error) bool {
@@ -174,12 +203,18 @@ func DecodeReply(v any, n int) (Reply, error) {
 		return Reply{}, fmt.Errorf("%w: %T, want an array", ErrReply, v)
 	}
 	if len(arr) != header+5*n {
+		if header <= len(arr) && len(arr) < header+5*n {
+			return Reply{}, badRuleValue(len(arr), nil, true)
+		}
 		return Reply{}, fmt.Errorf("%w: %d values for %d rules, want %d", ErrReply, len(arr), n, header+5*n)
 	}
 	ints := make([]int64, len(arr))
 	for i, x := range arr {
 		v, ok := x.(int64)
 		if !ok {
+			if i >= header {
+				return Reply{}, badRuleValue(i, x, false)
+			}
 			return Reply{}, fmt.Errorf("%w: value %d is %T, want an integer", ErrReply, i+1, x)
 		}
 		ints[i] = v

@@ -49,6 +49,10 @@ algorithm "quota" {
   source   = "plugin.lua"
   params   = { limit = "count", window = "duration" }
   commands = ["GET", "SET", "PEXPIRE"]
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
 }
 `), []byte(fuzzPlugin), false)
 	f.Fuzz(func(t *testing.T, src, lua []byte, jsonSyntax bool) {

@@ -15,6 +15,10 @@ const quotaPolicy = `algorithm "quota" {
   params   = { limit = "count", window = "duration" }
   commands = ["GET", "SET", "PEXPIRE"]
   doc      = "A fixed counter for tests."
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
 }
 
 policy "p" {

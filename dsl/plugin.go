@@ -25,6 +25,7 @@ var pluginSchema = &hcl.BodySchema{
 		{Name: "commands"},
 		{Name: "doc"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "guarantee", LabelNames: []string{"shape"}}},
 }
 
 // pluginName is the form algorithms.Assemble accepts.
@@ -123,6 +124,18 @@ func (l *loader) decodePlugin(b *hcl.Block) {
 	} else {
 		l.add(errorf(b.DefRange, "Missing commands", "Algorithm %q needs commands: the Redis commands its Lua calls, such as commands = [\"HMGET\", \"HSET\", \"PEXPIRE\"]. The engine refuses any other.", name))
 	}
+	guaranteeOK := false
+	switch gs := content.Blocks; {
+	case len(gs) == 0:
+		l.add(errorf(b.DefRange, "Missing guarantee", "Algorithm %q needs a guarantee block: what it limits, which rlctl verify then holds it to, such as %s. Shapes: window, rate, in_flight and none; add bound = 2 (with why) for an algorithm that may reach twice its limit by design, and a precision block for answers rounded up.", name, guaranteeExample(alg)))
+	case !paramsOK:
+	default:
+		guaranteeOK = l.pluginGuarantee(gs[0], alg)
+		for _, extra := range gs[1:] {
+			l.add(errorf(extra.DefRange, "Duplicate guarantee", "Algorithm %q has more than one guarantee block; it states one guarantee, defined at %s.", name, where(gs[0].DefRange)))
+			guaranteeOK = false
+		}
+	}
 	if paramsOK {
 		l.pluginOK[name] = alg // rules can be checked against it even if its Lua has errors
 	}
@@ -132,7 +145,7 @@ func (l *loader) decodePlugin(b *hcl.Block) {
 		return
 	}
 	src, ok := l.pluginSource(a, alg, paramsOK, commandsOK)
-	if ok && paramsOK && commandsOK {
+	if ok && paramsOK && commandsOK && guaranteeOK {
 		alg.Source = src
 		l.cfg.Plugins = append(l.cfg.Plugins, alg)
 	}
@@ -278,7 +291,8 @@ func (l *loader) pluginSource(a *hcl.Attribute, alg *algorithms.Algorithm, param
 		return "", false
 	}
 	l.cfg.Files[path] = &hcl.File{Body: hcl.EmptyBody(), Bytes: src}
-	c := &luaChecker{file: path, src: src, alg: alg, skipParams: !paramsOK, skipCommands: !commandsOK}
+	alg.File = path
+	c := &luaChecker{file: path, src: src, alg: alg, skipParams: !paramsOK, skipCommands: !commandsOK, commandAt: l.commandRange(a, alg.Name)}
 	c.check()
 	l.add(c.diags...)
 	return string(src), !c.diags.HasErrors()
@@ -296,6 +310,10 @@ type luaChecker struct {
 	called []string // with alg nil: the constant commands called, for engineScope.helpers
 	// skipParams and skipCommands skip the checks against a declaration that had errors.
 	skipParams, skipCommands bool
+	// lint is what the walk records for lintPlugin (plugin_lint.go); commandAt is where the
+	// policy names a command.
+	lint      pluginLint
+	commandAt func(cmd string) hcl.Range
 }
 
 // engineScope is what the engine script declares around a plugin's source, read from the
@@ -408,6 +426,7 @@ func (c *luaChecker) check() {
 	c.scopes = []map[string]bool{slots, {}}
 	c.block(chunk, false)
 	c.checkSlots(chunk)
+	c.lintPlugin(chunk)
 }
 
 // parseLua parses Lua source, turning any failure of the parser into an error.
@@ -569,6 +588,7 @@ func (c *luaChecker) stmt(s ast.Stmt) {
 }
 
 func (c *luaChecker) function(f *ast.FunctionExpr, method bool) {
+	defer c.lintFunction(f)()
 	c.scopes = append(c.scopes, map[string]bool{})
 	if method {
 		c.declare("self")
@@ -581,6 +601,7 @@ func (c *luaChecker) function(f *ast.FunctionExpr, method bool) {
 }
 
 func (c *luaChecker) expr(e ast.Expr) {
+	c.lintExpr(e)
 	switch e := e.(type) {
 	case nil:
 	case *ast.FunctionExpr:

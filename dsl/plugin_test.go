@@ -54,6 +54,10 @@ func TestCommandNotAvailable(t *testing.T) {
   source   = "quota.lua"
   params   = { limit = "count", window = "duration" }
   commands = ["GET", "PSETX"]
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
 }
 `), "quota.lua": []byte(psetexPlugin)})
 	var found bool
@@ -121,12 +125,20 @@ func TestSetexPluginsLoadAndRun(t *testing.T) {
   source   = "psetex.lua"
   params   = { limit = "count", window = "duration" }
   commands = ["GET", "PTTL", "PSETEX"]
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
 }
 
 algorithm "window_s" {
   source   = "setex.lua"
   params   = { limit = "count", window = "duration" }
   commands = ["GET", "TTL", "SETEX"]
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
 }
 `),
 		"psetex.lua": []byte(psetexPlugin),

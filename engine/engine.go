@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -476,32 +477,12 @@ func usToDuration(us int64) time.Duration {
 	return time.Duration(us) * time.Microsecond
 }
 
-// window derives RuleResult.Window from a rule's wire parameters: a Duration parameter
-// named "window", or for a Rate the time to refill the rule's Capacity parameter.
+// window derives RuleResult.Window from the rule's algorithm's guarantee: its window, or
+// for a rate the time to earn the burst back; 0 for a concurrency limit or none.
 func window(r *algorithms.Rule) time.Duration {
-	var capacity, amount, period int64
-	i := 0
-	for _, p := range r.Algorithm.Params {
-		switch p.Kind {
-		case algorithms.Duration:
-			if p.Name == "window" {
-				return time.Duration(r.Params[i]) * time.Microsecond
-			}
-		case algorithms.Count:
-			if p.Capacity {
-				capacity = r.Params[i]
-			}
-		case algorithms.Rate:
-			amount, period = r.Params[i], r.Params[i+1]
-			i++
-		}
-		i++
-	}
-	if amount == 0 || capacity == 0 {
+	t, ok, err := r.Algorithm.TermsOf(r.Params)
+	if !ok || err != nil || r.Algorithm.Guarantee.Shape == algorithms.ShapeInFlight {
 		return 0
 	}
-	if period > (1<<62)/capacity {
-		return 0
-	}
-	return time.Duration((capacity*period+amount-1)/amount) * time.Microsecond
+	return time.Duration(min(t.Refill(), math.MaxInt64/1000)) * time.Microsecond
 }

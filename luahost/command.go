@@ -39,8 +39,15 @@ type command struct {
 	// Key positions: arguments first..last (last < 0 counts from the end)
 	// every step. first == 0: no keys.
 	first, last, step int
+	write             bool // Redis's "write" flag: the command may change the data set
 	run               func(c *cmdCtx, args []string) any
 }
+
+// The values of command.write, as the table spells them.
+const (
+	reads  = false // no "write" flag: the command reads (GET, TTL, ZRANGE) or touches no data (PING, TIME)
+	writes = true  // Redis's "write" flag: SET, DEL, PEXPIRE, ZADD, ...
+)
 
 // arityOK reports whether argc (including the command name) fits.
 func (cmd *command) arityOK(argc int) bool {
@@ -72,93 +79,93 @@ next:
 }
 
 // commandTable holds every command the host implements, by lower-case name,
-// with Redis 7.0's arity and key positions.
+// with Redis 7.0's arity, key positions and write flag.
 var commandTable = buildCommandTable(
 	// server
-	&command{"ping", -1, 0, 0, 0, cmdPing},
-	&command{"echo", 2, 0, 0, 0, cmdEcho},
-	&command{"time", 1, 0, 0, 0, cmdTime},
+	&command{"ping", -1, 0, 0, 0, reads, cmdPing},
+	&command{"echo", 2, 0, 0, 0, reads, cmdEcho},
+	&command{"time", 1, 0, 0, 0, reads, cmdTime},
 	// keys
-	&command{"del", -2, 1, -1, 1, cmdDel},
-	&command{"unlink", -2, 1, -1, 1, cmdDel},
-	&command{"exists", -2, 1, -1, 1, cmdExists},
-	&command{"touch", -2, 1, -1, 1, cmdExists},
-	&command{"type", 2, 1, 1, 1, cmdType},
-	&command{"expire", -3, 1, 1, 1, cmdExpire},
-	&command{"pexpire", -3, 1, 1, 1, cmdPexpire},
-	&command{"expireat", -3, 1, 1, 1, cmdExpireat},
-	&command{"pexpireat", -3, 1, 1, 1, cmdPexpireat},
-	&command{"ttl", 2, 1, 1, 1, cmdTTL},
-	&command{"pttl", 2, 1, 1, 1, cmdPTTL},
-	&command{"expiretime", 2, 1, 1, 1, cmdExpiretime},
-	&command{"pexpiretime", 2, 1, 1, 1, cmdPexpiretime},
-	&command{"persist", 2, 1, 1, 1, cmdPersist},
+	&command{"del", -2, 1, -1, 1, writes, cmdDel},
+	&command{"unlink", -2, 1, -1, 1, writes, cmdDel},
+	&command{"exists", -2, 1, -1, 1, reads, cmdExists},
+	&command{"touch", -2, 1, -1, 1, reads, cmdExists},
+	&command{"type", 2, 1, 1, 1, reads, cmdType},
+	&command{"expire", -3, 1, 1, 1, writes, cmdExpire},
+	&command{"pexpire", -3, 1, 1, 1, writes, cmdPexpire},
+	&command{"expireat", -3, 1, 1, 1, writes, cmdExpireat},
+	&command{"pexpireat", -3, 1, 1, 1, writes, cmdPexpireat},
+	&command{"ttl", 2, 1, 1, 1, reads, cmdTTL},
+	&command{"pttl", 2, 1, 1, 1, reads, cmdPTTL},
+	&command{"expiretime", 2, 1, 1, 1, reads, cmdExpiretime},
+	&command{"pexpiretime", 2, 1, 1, 1, reads, cmdPexpiretime},
+	&command{"persist", 2, 1, 1, 1, writes, cmdPersist},
 	// strings
-	&command{"get", 2, 1, 1, 1, cmdGet},
-	&command{"set", -3, 1, 1, 1, cmdSet},
-	&command{"setex", 4, 1, 1, 1, cmdSetex},
-	&command{"psetex", 4, 1, 1, 1, cmdPsetex},
-	&command{"setnx", 3, 1, 1, 1, cmdSetnx},
-	&command{"getset", 3, 1, 1, 1, cmdGetset},
-	&command{"getdel", 2, 1, 1, 1, cmdGetdel},
-	&command{"getex", -2, 1, 1, 1, cmdGetex},
-	&command{"mget", -2, 1, -1, 1, cmdMget},
-	&command{"mset", -3, 1, -1, 2, cmdMset},
-	&command{"msetnx", -3, 1, -1, 2, cmdMsetnx},
-	&command{"append", 3, 1, 1, 1, cmdAppend},
-	&command{"strlen", 2, 1, 1, 1, cmdStrlen},
-	&command{"incr", 2, 1, 1, 1, cmdIncr},
-	&command{"decr", 2, 1, 1, 1, cmdDecr},
-	&command{"incrby", 3, 1, 1, 1, cmdIncrby},
-	&command{"decrby", 3, 1, 1, 1, cmdDecrby},
-	&command{"incrbyfloat", 3, 1, 1, 1, cmdIncrbyfloat},
+	&command{"get", 2, 1, 1, 1, reads, cmdGet},
+	&command{"set", -3, 1, 1, 1, writes, cmdSet},
+	&command{"setex", 4, 1, 1, 1, writes, cmdSetex},
+	&command{"psetex", 4, 1, 1, 1, writes, cmdPsetex},
+	&command{"setnx", 3, 1, 1, 1, writes, cmdSetnx},
+	&command{"getset", 3, 1, 1, 1, writes, cmdGetset},
+	&command{"getdel", 2, 1, 1, 1, writes, cmdGetdel},
+	&command{"getex", -2, 1, 1, 1, writes, cmdGetex},
+	&command{"mget", -2, 1, -1, 1, reads, cmdMget},
+	&command{"mset", -3, 1, -1, 2, writes, cmdMset},
+	&command{"msetnx", -3, 1, -1, 2, writes, cmdMsetnx},
+	&command{"append", 3, 1, 1, 1, writes, cmdAppend},
+	&command{"strlen", 2, 1, 1, 1, reads, cmdStrlen},
+	&command{"incr", 2, 1, 1, 1, writes, cmdIncr},
+	&command{"decr", 2, 1, 1, 1, writes, cmdDecr},
+	&command{"incrby", 3, 1, 1, 1, writes, cmdIncrby},
+	&command{"decrby", 3, 1, 1, 1, writes, cmdDecrby},
+	&command{"incrbyfloat", 3, 1, 1, 1, writes, cmdIncrbyfloat},
 	// hashes
-	&command{"hget", 3, 1, 1, 1, cmdHget},
-	&command{"hmget", -3, 1, 1, 1, cmdHmget},
-	&command{"hset", -4, 1, 1, 1, cmdHset},
-	&command{"hmset", -4, 1, 1, 1, cmdHset},
-	&command{"hsetnx", 4, 1, 1, 1, cmdHsetnx},
-	&command{"hdel", -3, 1, 1, 1, cmdHdel},
-	&command{"hgetall", 2, 1, 1, 1, cmdHgetall},
-	&command{"hkeys", 2, 1, 1, 1, cmdHkeys},
-	&command{"hvals", 2, 1, 1, 1, cmdHvals},
-	&command{"hincrby", 4, 1, 1, 1, cmdHincrby},
-	&command{"hincrbyfloat", 4, 1, 1, 1, cmdHincrbyfloat},
-	&command{"hlen", 2, 1, 1, 1, cmdHlen},
-	&command{"hstrlen", 3, 1, 1, 1, cmdHstrlen},
-	&command{"hexists", 3, 1, 1, 1, cmdHexists},
+	&command{"hget", 3, 1, 1, 1, reads, cmdHget},
+	&command{"hmget", -3, 1, 1, 1, reads, cmdHmget},
+	&command{"hset", -4, 1, 1, 1, writes, cmdHset},
+	&command{"hmset", -4, 1, 1, 1, writes, cmdHset},
+	&command{"hsetnx", 4, 1, 1, 1, writes, cmdHsetnx},
+	&command{"hdel", -3, 1, 1, 1, writes, cmdHdel},
+	&command{"hgetall", 2, 1, 1, 1, reads, cmdHgetall},
+	&command{"hkeys", 2, 1, 1, 1, reads, cmdHkeys},
+	&command{"hvals", 2, 1, 1, 1, reads, cmdHvals},
+	&command{"hincrby", 4, 1, 1, 1, writes, cmdHincrby},
+	&command{"hincrbyfloat", 4, 1, 1, 1, writes, cmdHincrbyfloat},
+	&command{"hlen", 2, 1, 1, 1, reads, cmdHlen},
+	&command{"hstrlen", 3, 1, 1, 1, reads, cmdHstrlen},
+	&command{"hexists", 3, 1, 1, 1, reads, cmdHexists},
 	// lists
-	&command{"lpush", -3, 1, 1, 1, cmdLpush},
-	&command{"rpush", -3, 1, 1, 1, cmdRpush},
-	&command{"lpushx", -3, 1, 1, 1, cmdLpushx},
-	&command{"rpushx", -3, 1, 1, 1, cmdRpushx},
-	&command{"lpop", -2, 1, 1, 1, cmdLpop},
-	&command{"rpop", -2, 1, 1, 1, cmdRpop},
-	&command{"llen", 2, 1, 1, 1, cmdLlen},
-	&command{"lrange", 4, 1, 1, 1, cmdLrange},
-	&command{"ltrim", 4, 1, 1, 1, cmdLtrim},
-	&command{"lindex", 3, 1, 1, 1, cmdLindex},
-	&command{"lset", 4, 1, 1, 1, cmdLset},
-	&command{"lrem", 4, 1, 1, 1, cmdLrem},
-	&command{"linsert", 5, 1, 1, 1, cmdLinsert},
+	&command{"lpush", -3, 1, 1, 1, writes, cmdLpush},
+	&command{"rpush", -3, 1, 1, 1, writes, cmdRpush},
+	&command{"lpushx", -3, 1, 1, 1, writes, cmdLpushx},
+	&command{"rpushx", -3, 1, 1, 1, writes, cmdRpushx},
+	&command{"lpop", -2, 1, 1, 1, writes, cmdLpop},
+	&command{"rpop", -2, 1, 1, 1, writes, cmdRpop},
+	&command{"llen", 2, 1, 1, 1, reads, cmdLlen},
+	&command{"lrange", 4, 1, 1, 1, reads, cmdLrange},
+	&command{"ltrim", 4, 1, 1, 1, writes, cmdLtrim},
+	&command{"lindex", 3, 1, 1, 1, reads, cmdLindex},
+	&command{"lset", 4, 1, 1, 1, writes, cmdLset},
+	&command{"lrem", 4, 1, 1, 1, writes, cmdLrem},
+	&command{"linsert", 5, 1, 1, 1, writes, cmdLinsert},
 	// sorted sets
-	&command{"zadd", -4, 1, 1, 1, cmdZadd},
-	&command{"zincrby", 4, 1, 1, 1, cmdZincrby},
-	&command{"zrem", -3, 1, 1, 1, cmdZrem},
-	&command{"zcard", 2, 1, 1, 1, cmdZcard},
-	&command{"zcount", 4, 1, 1, 1, cmdZcount},
-	&command{"zscore", 3, 1, 1, 1, cmdZscore},
-	&command{"zmscore", -3, 1, 1, 1, cmdZmscore},
-	&command{"zrank", 3, 1, 1, 1, cmdZrank},
-	&command{"zrevrank", 3, 1, 1, 1, cmdZrevrank},
-	&command{"zrange", -4, 1, 1, 1, cmdZrange},
-	&command{"zrevrange", -4, 1, 1, 1, cmdZrevrange},
-	&command{"zrangebyscore", -4, 1, 1, 1, cmdZrangebyscore},
-	&command{"zrevrangebyscore", -4, 1, 1, 1, cmdZrevrangebyscore},
-	&command{"zremrangebyscore", 4, 1, 1, 1, cmdZremrangebyscore},
-	&command{"zremrangebyrank", 4, 1, 1, 1, cmdZremrangebyrank},
-	&command{"zpopmin", -2, 1, 1, 1, cmdZpopmin},
-	&command{"zpopmax", -2, 1, 1, 1, cmdZpopmax},
+	&command{"zadd", -4, 1, 1, 1, writes, cmdZadd},
+	&command{"zincrby", 4, 1, 1, 1, writes, cmdZincrby},
+	&command{"zrem", -3, 1, 1, 1, writes, cmdZrem},
+	&command{"zcard", 2, 1, 1, 1, reads, cmdZcard},
+	&command{"zcount", 4, 1, 1, 1, reads, cmdZcount},
+	&command{"zscore", 3, 1, 1, 1, reads, cmdZscore},
+	&command{"zmscore", -3, 1, 1, 1, reads, cmdZmscore},
+	&command{"zrank", 3, 1, 1, 1, reads, cmdZrank},
+	&command{"zrevrank", 3, 1, 1, 1, reads, cmdZrevrank},
+	&command{"zrange", -4, 1, 1, 1, reads, cmdZrange},
+	&command{"zrevrange", -4, 1, 1, 1, reads, cmdZrevrange},
+	&command{"zrangebyscore", -4, 1, 1, 1, reads, cmdZrangebyscore},
+	&command{"zrevrangebyscore", -4, 1, 1, 1, reads, cmdZrevrangebyscore},
+	&command{"zremrangebyscore", 4, 1, 1, 1, writes, cmdZremrangebyscore},
+	&command{"zremrangebyrank", 4, 1, 1, 1, writes, cmdZremrangebyrank},
+	&command{"zpopmin", -2, 1, 1, 1, writes, cmdZpopmin},
+	&command{"zpopmax", -2, 1, 1, 1, writes, cmdZpopmax},
 )
 
 // Commands returns the names of the Redis commands the host implements, in
@@ -171,6 +178,15 @@ func Commands() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// IsWrite reports whether name (in any case) is a command the host implements
+// that Redis flags "write": one that may change the data set, such as SET, DEL,
+// PEXPIRE or ZPOPMIN. Reads (GET, HMGET, TTL, ZRANGE, ...), commands that touch
+// no data (PING, TIME) and commands the host lacks are not.
+func IsWrite(name string) bool {
+	c := findCommand(name)
+	return c != nil && c.write
 }
 
 func buildCommandTable(cmds ...*command) map[string]*command {

@@ -308,6 +308,21 @@ func TestCommandAllowlist(t *testing.T) {
 	}
 }
 
+// TestIsWrite checks the write flag's accessor: case-insensitive, false for
+// reads, for commands that touch no data and for commands the host lacks
+// (TestCommandTableMatchesRedis holds every flag to a real server's).
+func TestIsWrite(t *testing.T) {
+	for name, want := range map[string]bool{
+		"SET": true, "hset": true, "PExpire": true, "DEL": true, "ZPOPMIN": true, "GETDEL": true,
+		"GET": false, "hmget": false, "PTTL": false, "ZRANGE": false, "TOUCH": false,
+		"PING": false, "TIME": false, "BLPOP": false, "nosuch": false, "": false,
+	} {
+		if got := luahost.IsWrite(name); got != want {
+			t.Errorf("IsWrite(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
 // TestExpiryFollowsClock checks Redis's expiry rule on a manual clock: a key
 // lives while now <= its expire time, in milliseconds.
 func TestExpiryFollowsClock(t *testing.T) {

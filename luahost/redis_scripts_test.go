@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -464,8 +465,9 @@ func TestRandomMatchesFreshRedis(t *testing.T) {
 // TestCommandTableMatchesRedis checks the host's commands against the
 // server's COMMAND INFO: every command the host implements is a Redis
 // command with the same arity and key positions (which strict keys and the
-// arity check rely on), and the host's list of Redis 7.0 command names is
-// the server's when the server is a 7.0.
+// arity check rely on) and the same "write" flag (which IsWrite reports, and
+// rlctl's plugin checks rely on), and the host's list of Redis 7.0 command
+// names is the server's when the server is a 7.0.
 func TestCommandTableMatchesRedis(t *testing.T) {
 	t.Parallel()
 	rdb := realRedis(t)
@@ -485,6 +487,9 @@ func TestCommandTableMatchesRedis(t *testing.T) {
 		want := fmt.Sprint(ci.Arity, ci.FirstKeyPos, ci.LastKeyPos, ci.StepCount)
 		if got != want {
 			t.Errorf("%s: arity and keys %s, Redis %s", name, got, want)
+		}
+		if write := slices.Contains(ci.Flags, "write"); luahost.IsWrite(name) != write {
+			t.Errorf("%s: IsWrite %v; Redis's flags are %v", name, luahost.IsWrite(name), ci.Flags)
 		}
 		if !luahost.RedisCommands()[lower] {
 			t.Errorf("%s: not among the host's Redis command names", name)

@@ -311,12 +311,16 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 	props := []*ruleFinding{
 		{prop: PropLimit, stmt: sub.spec.statement()},
 		{prop: PropRetryAfter, stmt: stmtRetry},
+		{prop: PropRemaining, stmt: stmtRemain},
+		{prop: PropResetAfter, stmt: stmtReset},
 		{prop: PropAtomicity, stmt: stmtAtom1},
 		{prop: PropExpiry, stmt: stmtExp},
 	}
 	checks := []func(g *rig, steps []step, res []result) *violation{
 		func(_ *rig, steps []step, res []result) *violation { return checkLimit(sub, steps, res) },
 		func(_ *rig, steps []step, res []result) *violation { return checkRetry(sub, steps, res) },
+		func(_ *rig, steps []step, res []result) *violation { return checkRemaining(sub, steps, res) },
+		func(_ *rig, steps []step, res []result) *violation { return checkReset(sub, steps, res) },
 		func(_ *rig, steps []step, res []result) *violation { return checkAtomic1(steps, res) },
 		func(g *rig, steps []step, res []result) *violation { return checkExpiry(sub, g, steps, res) },
 	}
@@ -330,7 +334,7 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 		}
 		steps, res, err := genRule(rng, sub, g, c.span(sub), c.steps(c.o.budget-calls))
 		calls += g.calls
-		c.calls += g.calls
+		c.calls += g.calls + g.probeCalls
 		traces++
 		var ce *callError
 		if errors.As(err, &ce) {
@@ -341,7 +345,7 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 			if res, g, err = sub.run(g, steps); err != nil {
 				return nil, err
 			}
-			c.calls += g.calls
+			c.calls += g.calls + g.probeCalls
 		} else if err != nil {
 			return nil, err
 		}
@@ -368,7 +372,7 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 			if err != nil {
 				return false
 			}
-			c.calls += g.calls
+			c.calls += g.calls + g.probeCalls
 			v := checks[k](g, try, res)
 			return v != nil && !worse(want, v)
 		}
@@ -384,9 +388,9 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 	for _, pf := range props {
 		r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: pf.prop, Statement: pf.stmt, Calls: calls}
 		switch {
-		case pf.prop == PropLimit && sub.spec.kind == boundNone:
+		case pf.prop == PropLimit && sub.spec.shape == algorithms.ShapeNone:
 			r.Status = Skip
-			r.Detail = "the algorithm states no limit verify knows: name a plugin's parameters limit and window, capacity (or burst) and rate, or max, ttl and a lease"
+			r.Detail = sub.spec.noLimit()
 		case pf.v == nil:
 			r.Status = Pass
 			r.Detail = fmt.Sprintf("held on %d traces, %d requests", traces, calls)
@@ -435,7 +439,7 @@ func (c *checker) ruleErrors(p *dsl.Policy, ru *dsl.Rule, sub *subject, params s
 	raises := func(try []step) (*callError, []result) {
 		res, g, err := sub.run(c.g, try)
 		if g != nil {
-			c.calls += g.calls
+			c.calls += g.calls + g.probeCalls
 		}
 		var ce *callError
 		if errors.As(err, &ce) && errorText(c.script, ce) == want {
@@ -488,7 +492,7 @@ func (c *checker) determinism(p *dsl.Policy, ru *dsl.Rule, sub *subject, params 
 			return nil, err
 		}
 		res, _, err := sub.run(g, steps)
-		c.calls += g.calls
+		c.calls += g.calls + g.probeCalls
 		return res, err
 	}
 	a, errA := run()

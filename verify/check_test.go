@@ -137,7 +137,7 @@ var brokenPlugins = []struct {
 	commands           string
 }{
 	{
-		name: "never_denies", prop: PropLimit, detail: "more than even the documented 2×limit",
+		name: "never_denies", prop: PropLimit, detail: "allowed within",
 		commands: `["HMGET"]`,
 		lua: `params = {'pos', 'pos'}
 function check(key, now, cost, p)
@@ -205,6 +205,10 @@ func TestCheckersCatchBrokenPlugins(t *testing.T) {
   source   = "p.lua"
   params   = { limit = "count", window = "duration" }
   commands = ` + bp.commands + `
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
 }
 policy "p" {
   rule "r" {
@@ -239,6 +243,10 @@ func TestClusterCompensationRace(t *testing.T) {
   source   = "p.lua"
   params   = { capacity = "count", rate = "rate" }
   commands = ["HMGET", "HSET", "PEXPIRE", "DEL"]
+  guarantee "rate" {
+    burst = param.capacity
+    rate = param.rate
+  }
 }
 policy "p" {
   rule "first" {
@@ -303,7 +311,7 @@ end`,
 		t.Errorf("race (one call per request): %s %s", r.Status, r.Detail)
 	}
 	r := find(t, f, "p", "", PropRaceCluster)
-	if r.Status != Fail || !strings.Contains(r.Detail, `rule "first"`) || !strings.Contains(r.Detail, "against a limit of 2") || r.Counterexample == nil {
+	if r.Status != Fail || !strings.Contains(r.Detail, `rule "first"`) || !strings.Contains(r.Detail, "against a burst of 2") || r.Counterexample == nil {
 		t.Fatalf("race (cluster): %s %s", r.Status, r.Detail)
 	}
 	// Shrunk request by request: one allowed before the greedy refund, two after it, and
@@ -416,6 +424,12 @@ func TestRaceShrunkToAHandful(t *testing.T) {
   source   = "p.lua"
   params   = { limit = "count", window = "duration" }
   commands = ["HMGET"]
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+    bound  = 2
+    why    = "it claims a fixed window's boundary burst"
+  }
 }
 policy "p" {
   rule "r" {
@@ -432,7 +446,7 @@ policy "p" {
 		t.Fatal(err)
 	}
 	r := find(t, f, "p", "", PropRace)
-	if r.Status != Fail || !strings.Contains(r.Detail, "against a limit of 5") || !strings.Contains(r.Detail, "the documented 2×limit (10)") {
+	if r.Status != Fail || !strings.Contains(r.Detail, "against a limit of 5") || !strings.Contains(r.Detail, "beyond even the declared bound of 2× (10)") {
 		t.Fatalf("race: %s %s", r.Status, r.Detail)
 	}
 	if ce := r.Counterexample; ce == nil || len(ce.Steps) > 3 {

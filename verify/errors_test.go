@@ -159,12 +159,12 @@ func TestWarnStatesTheBound(t *testing.T) {
 	f := check(t, "testdata/careless_window.hcl", "testdata/fixed_window.hcl")
 	for _, policy := range []string{"careless", "api"} {
 		r := find(t, f, policy, "per_user", PropLimit)
-		if r.Status != Warn || !strings.Contains(r.Detail, ": 2× the limit (") || strings.Contains(r.Detail, "less than 2") {
+		if r.Status != Warn || !strings.Contains(r.Detail, ": 2× the limit, within the declared bound of 2×, by design") || strings.Contains(r.Detail, "less than 2") {
 			t.Errorf("%s: %s %s", policy, r.Status, r.Detail)
 		}
 	}
-	if r := find(t, f, "careless", "per_user", PropLimit); strings.Contains(r.Detail, "estimate,") || !strings.Contains(r.Detail, "up to 2×limit") {
-		t.Errorf("plugin: %s", r.Detail)
+	if r := find(t, f, "careless", "per_user", PropLimit); strings.Contains(r.Statement, "estimate") || !strings.Contains(r.Statement, "(by design at most 2× that: a fixed window lets a burst straddle the window boundary)") {
+		t.Errorf("plugin: %s", r.Statement)
 	}
 	for _, tc := range []struct {
 		n, limit int64
@@ -186,6 +186,10 @@ func TestInterleavingRaisesError(t *testing.T) {
   source   = "p.lua"
   params   = { limit = "count", window = "duration" }
   commands = ["HMGET", "HSET", "PEXPIRE"]
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
 }
 policy "p" {
   rule "r" {
@@ -251,6 +255,10 @@ func TestPluginErrorInRaces(t *testing.T) {
   source   = "bonus.lua"
   params   = { limit = "count", window = "duration" }
   commands = ["HMGET", "HGET", "HSET", "PEXPIRE"]
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
 }
 policy "p" {
   rule "r" {
@@ -304,6 +312,10 @@ func TestSimulatePluginError(t *testing.T) {
   source   = "careless_window.lua"
   params   = { limit = "count", window = "duration" }
   commands = ["HMGET", "HSET", "PEXPIRE"]
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
 }
 policy "p" {
   rule "r" {

@@ -60,7 +60,11 @@ func writeCounterexample(w io.Writer, ce *Counterexample) {
 	if slices.ContainsFunc(ce.Steps, func(s CounterStep) bool { return s.Mark && strings.HasPrefix(s.Result, "ERROR ") }) {
 		marks = "the error"
 	}
-	fmt.Fprintf(w, "          counterexample, shrunk from %d %s (times since midnight UTC; > marks %s):\n", ce.Original, ce.Unit, marks)
+	unit := ce.Unit
+	if ce.Original == 1 {
+		unit = strings.TrimSuffix(unit, "s")
+	}
+	fmt.Fprintf(w, "          counterexample, shrunk from %d %s (times since midnight UTC; > marks %s):\n", ce.Original, unit, marks)
 	tw := 0
 	for _, s := range ce.Steps {
 		tw = max(tw, len(fmtExact(s.At)))

@@ -68,7 +68,7 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int) ([]st
 	}
 	ask := func(at, c int64) error {
 		lease++
-		return emit(step{at: at, cost: c, lease: lease})
+		return emit(step{at: at, cost: c, lease: lease, probe: rng.IntN(3) == 0})
 	}
 	// nextBoundary is the first multiple of w (in absolute time, as windows align) after t.
 	nextBoundary := func(t int64) int64 {
@@ -83,6 +83,13 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int) ([]st
 			lastDenied = nil
 			if r > 2 && d.at+r-1 > now && rng.IntN(4) == 0 {
 				now += rng.Int64N(d.at + r - 1 - now)
+				if err := ask(now, d.cost); err != nil {
+					return steps, results, err
+				}
+			}
+			// Just before what the declared precision allows (it may be that late).
+			if p := s.spec.prec.RetryAfter; p > 0 && r > p+1 && d.at+r-p-1 >= now && rng.IntN(2) == 0 {
+				now = d.at + r - p - 1
 				if err := ask(now, d.cost); err != nil {
 					return steps, results, err
 				}

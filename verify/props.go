@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 
@@ -13,6 +14,9 @@ const (
 	PropErrors      = "errors"
 	PropLimit       = "limit"
 	PropRetryAfter  = "retry-after"
+	PropRemaining   = "remaining"
+	PropResetAfter  = "reset-after"
+	PropSkew        = "limit (client clocks)"
 	PropAtomicity   = "atomicity"
 	PropExpiry      = "expiry"
 	PropDeterminism = "determinism"
@@ -26,6 +30,8 @@ const (
 const (
 	stmtErrors = "every request gets a reply: no request, whatever came before it, makes the script raise an error (a Lua runtime error, a Redis command that fails)"
 	stmtRetry  = "a denied request's retry-after r is sound (the same request is denied at every instant before r has passed) and sufficient (it is allowed once r has passed), with no other request in between; it is -1 exactly when the cost exceeds the limit, and 0 for an allowed request"
+	stmtRemain = "remaining is what is left: never negative nor above the limit; a request of that cost at the same instant passes and one of a unit more does not; the limit a reply reports is the guarantee's amount"
+	stmtReset  = "reset-after is when the key is back to empty: a peek then answers as for a fresh key, and a peek before then does not (it may be late by the declared precision, never early)"
 	stmtAtom1  = "a denied request, and a peek (cost 0), changes nothing: the key's value and expiry are identical before and after"
 	stmtAtomN  = "a request is allowed exactly when every enforcing rule allows it (the first enforcing rule that denies decides), and a denied request changes none of its rules' keys"
 	stmtExp    = "after the traffic stops, once every reset-after the rule reported has passed, no key is left: idle state expires and memory stays bounded by the active keys"
@@ -65,17 +71,18 @@ func grants(steps []step, res []result) []grant {
 }
 
 // checkLimit checks the limit statement on a single-rule trace. A trace within the
-// documented bound but beyond the exact one is a warning (fixed_window's boundary burst).
+// declared bound but beyond the exact statement is a warning: the algorithm does what it
+// says it does by design (fixed_window's boundary burst).
 func checkLimit(s *subject, steps []step, res []result) *violation {
-	if s.spec.kind == boundNone {
+	if s.spec.shape == algorithms.ShapeNone {
 		return nil
 	}
 	gs := grants(steps, res)
-	if e := s.spec.worst(gs, s.spec.documented); e != nil {
+	if e := s.spec.worst(gs, s.spec.bound); e != nil {
 		return limitViolation(s.spec, gs, e, Fail)
 	}
-	if s.spec.documented > 1 {
-		if e := s.spec.worst(gs, 1); e != nil {
+	if !s.spec.exact() {
+		if e := s.spec.worst(gs, algorithms.Exact); e != nil {
 			return limitViolation(s.spec, gs, e, Warn)
 		}
 	}
@@ -87,24 +94,40 @@ func limitViolation(sp spec, gs []grant, e *excess, st Status) *violation {
 	for k := e.from; k <= e.to; k++ {
 		v.mark = append(v.mark, gs[k].step)
 	}
-	switch sp.kind {
-	case boundWindow:
-		v.msg = fmt.Sprintf("%d allowed within %s (less than the %s window) against a limit of %d", e.allowed, fmtUS(e.span), fmtUS(sp.window), sp.limit)
-	case boundRate:
-		v.msg = fmt.Sprintf("%d allowed within %s against a limit of %d", e.allowed, fmtUS(e.span), sp.limit)
-		if e.bound != sp.limit {
-			v.msg += fmt.Sprintf(", where at most %d may pass (the limit and what refills in %s)", e.bound, fmtUS(e.span))
+	exactBound := e.bound
+	if !sp.exact() && st == Fail {
+		// e.bound is the declared bound's figure; quote the limit's own apart from it.
+		exactBound = sp.worstBoundExact(gs, e)
+	}
+	switch sp.shape {
+	case algorithms.ShapeWindow:
+		v.msg = fmt.Sprintf("%d allowed within %s (less than the %s window) against a limit of %d", e.allowed, fmtUS(e.span), fmtUS(sp.window-sp.skew), sp.limit)
+	case algorithms.ShapeRate:
+		v.msg = fmt.Sprintf("%d allowed within %s against a burst of %d", e.allowed, fmtUS(e.span), sp.limit)
+		if exactBound != sp.limit {
+			v.msg += fmt.Sprintf(", where at most %d may pass (the burst and what the rate earns in %s)", exactBound, fmtUS(e.span+sp.skew))
 		}
-	case boundInFlight:
+	case algorithms.ShapeInFlight:
 		v.msg = fmt.Sprintf("%d held at once against a limit of %d", e.allowed, sp.limit)
 	}
-	if st == Fail && sp.documented > 1 {
-		v.msg += fmt.Sprintf(": %s the limit, more than even the documented %d×limit (%d)", times(e.allowed, sp.limit), sp.documented, sp.limit*sp.documented)
-	}
-	if st == Warn {
-		v.msg += fmt.Sprintf(": %s the limit (%s)", times(e.allowed, sp.limit), sp.note)
+	switch {
+	case st == Fail && !sp.exact():
+		v.msg += fmt.Sprintf(": %s the limit, beyond even the declared bound of %s× (%d)", times(e.allowed, exactBound), sp.bound, e.bound)
+	case st == Warn:
+		v.msg += fmt.Sprintf(": %s the limit, within the declared bound of %s×, by design", times(e.allowed, e.bound), sp.bound)
 	}
 	return v
+}
+
+// worstBoundExact is the exact statement's figure for the breach e found against the
+// declared bound: what may pass over e's span.
+func (s spec) worstBoundExact(gs []grant, e *excess) int64 {
+	if s.shape != algorithms.ShapeRate {
+		return s.limit
+	}
+	b := new(big.Int).Mul(big.NewInt(e.span+s.skew), big.NewInt(s.rate))
+	b.Add(b, new(big.Int).Mul(big.NewInt(s.limit), big.NewInt(s.period)))
+	return b.Quo(b, big.NewInt(s.period)).Int64()
 }
 
 // times is n as a multiple of limit: "2×", "1.25×", "1.67×".
@@ -144,8 +167,12 @@ func checkRetry(s *subject, steps []step, res []result) *violation {
 			}
 			if sj.cost == st.cost {
 				switch {
-				case sj.at < due && res[j].allowed:
-					return &violation{status: Fail, mark: []int{i, j}, msg: fmt.Sprintf("unsound: told to retry after %s, the same request passed after only %s", fmtUS(rr.RetryAfter), fmtUS(sj.at-st.at))}
+				case sj.at < due-s.spec.prec.RetryAfter && res[j].allowed:
+					msg := fmt.Sprintf("unsound: told to retry after %s, the same request passed after only %s", fmtUS(rr.RetryAfter), fmtUS(sj.at-st.at))
+					if p := s.spec.prec.RetryAfter; p > 0 {
+						msg += fmt.Sprintf(", earlier than the declared precision (%s late at most) allows", fmtUS(p))
+					}
+					return &violation{status: Fail, mark: []int{i, j}, msg: msg}
 				case sj.at == due && !res[j].allowed:
 					return &violation{status: Fail, mark: []int{i, j}, msg: fmt.Sprintf("insufficient: told to retry after %s, the same request retried then was denied again (retry-after %s more)", fmtUS(rr.RetryAfter), retryText(res[j].rr.RetryAfter))}
 				}
@@ -209,14 +236,82 @@ func checkExpiry(s *subject, g *rig, steps []step, res []result) *violation {
 		return nil
 	}
 	horizon = max(horizon, steps[len(steps)-1].at)
-	g.at(horizon + expiryGap)
+	gap := expiryGap + s.spec.prec.TTL
+	g.at(horizon + gap)
 	if n := g.h.Len(); n > 0 {
 		keys := g.h.Keys()
 		mark := []int{len(steps) - 1}
 		if last >= 0 {
 			mark = []int{last}
 		}
-		return &violation{status: Fail, mark: mark, msg: fmt.Sprintf("%d key(s) left %s after the last reset-after ended: %s = %s", n, fmtUS(expiryGap), keys[0], g.dump(keys[0]))}
+		return &violation{status: Fail, mark: mark, msg: fmt.Sprintf("%d key(s) left %s after the last reset-after ended: %s = %s", n, fmtUS(gap), keys[0], g.dump(keys[0]))}
+	}
+	return nil
+}
+
+// checkRemaining checks each reply's remaining and limit on a single-rule trace, with the
+// probes of the steps that took them.
+func checkRemaining(s *subject, steps []step, res []result) *violation {
+	for i, st := range steps {
+		if st.release {
+			continue
+		}
+		rr := res[i].rr
+		at := func(format string, args ...any) *violation {
+			return &violation{status: Fail, mark: []int{i}, msg: fmt.Sprintf(format, args...)}
+		}
+		switch {
+		case rr.Remaining < 0:
+			return at("remaining %d is negative", rr.Remaining)
+		case s.spec.shape != algorithms.ShapeNone && rr.Limit != s.spec.limit:
+			return at("the reply reports a limit of %d; the guarantee's amount is %d", rr.Limit, s.spec.limit)
+		case s.spec.shape != algorithms.ShapeNone && rr.Remaining > s.spec.limit:
+			return at("remaining %d is above the limit of %d", rr.Remaining, s.spec.limit)
+		}
+		p := res[i].probes
+		if !p.done {
+			continue
+		}
+		switch {
+		case rr.Remaining > p.fresh:
+			return at("remaining %d is more than an empty key has (%d)", rr.Remaining, p.fresh)
+		case rr.Remaining > 0 && !p.fits:
+			return at("remaining %d, yet a request of cost %d at the same instant was denied", rr.Remaining, rr.Remaining)
+		case p.over:
+			return at("remaining %d, yet a request of cost %d at the same instant was allowed", rr.Remaining, rr.Remaining+1)
+		}
+	}
+	return nil
+}
+
+// checkReset checks each probed reply's reset-after on a single-rule trace: the key is
+// back to empty then, and not before (less the declared precision).
+func checkReset(s *subject, steps []step, res []result) *violation {
+	for i, st := range steps {
+		p := res[i].probes
+		if st.release || !p.done {
+			continue
+		}
+		rr := res[i].rr
+		at := func(format string, args ...any) *violation {
+			return &violation{status: Fail, mark: []int{i}, msg: fmt.Sprintf(format, args...)}
+		}
+		switch {
+		case rr.ResetAfter < 0:
+			return at("reset-after %d is negative", rr.ResetAfter)
+		case rr.ResetAfter >= maxProbeAhead:
+			continue
+		case p.atReset != p.fresh:
+			return at("reset-after %s, yet a peek then reports remaining %d, not the %d of an empty key: reset-after is too early", fmtUS(rr.ResetAfter), p.atReset, p.fresh)
+		case p.earlyAt > 0 && rr.Remaining < p.fresh && p.early == p.fresh && p.lostState:
+			return at("reset-after %s, yet the key expired %s after the request, while its state still counted: its TTL is shorter than what the state means, so the limit forgets requests early", fmtUS(rr.ResetAfter), fmtUS(p.expiredAt-st.at))
+		case p.earlyAt > 0 && rr.Remaining < p.fresh && p.early == p.fresh:
+			late := "too late"
+			if d := s.spec.prec.ResetAfter; d > 0 {
+				late = fmt.Sprintf("later than its declared precision (%s) allows", fmtUS(d))
+			}
+			return at("reset-after %s, yet the key was back to empty %s after the request: reset-after is %s", fmtUS(rr.ResetAfter), fmtUS(p.earlyAt-st.at), late)
+		}
 	}
 	return nil
 }

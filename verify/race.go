@@ -288,8 +288,8 @@ func raceExcess(sub *subject, rounds []raceRound, run *raceRun) (over, total int
 // else as skipped.
 func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string, erred bool) (Result, error) {
 	r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: PropRaceCommand, Statement: stmtRaceR}
-	if sub.spec.kind == boundNone {
-		r.Status, r.Detail = Skip, "the algorithm states no limit verify knows"
+	if sub.spec.shape == algorithms.ShapeNone {
+		r.Status, r.Detail = Skip, sub.spec.noLimit()
 		return r, nil
 	}
 	limit := sub.spec.limit

@@ -18,7 +18,10 @@ type rig struct {
 	clock  *luahost.ManualClock
 	h      *luahost.Host
 	base   int64 // µs since the epoch of a trace's time 0
-	calls  int
+	calls  int   // script calls of the trace's own requests
+	// probeCalls are the calls probes made (see probes), apart from calls: a budget counts
+	// requests, and probes only look.
+	probeCalls int
 }
 
 // base is the instant traces start at: midnight, so windows that divide a day align with
@@ -45,17 +48,18 @@ func (g *rig) reset() error {
 			return err
 		}
 	}
-	g.calls = 0
+	g.calls, g.probeCalls = 0, 0
 	return nil
 }
 
 // at moves the clock to trace time t (µs).
 func (g *rig) at(t int64) { g.clock.Set(time.UnixMicro(g.base + t)) }
 
-// do runs one call at trace time t and decodes its reply (a refund's reply has no rules).
-func (g *rig) do(t int64, c *algorithms.Call) (algorithms.Reply, error) {
+// do runs one call at trace time t, told the client's clock reads t+skew, and decodes its
+// reply (a refund's reply has no rules).
+func (g *rig) do(t, skew int64, c *algorithms.Call) (algorithms.Reply, error) {
 	g.at(t)
-	c.Now = g.base + t
+	c.Now = g.base + t + skew
 	argv, err := c.Argv()
 	if err != nil {
 		return algorithms.Reply{}, err
@@ -113,11 +117,16 @@ func isLeaseSlot(a *algorithms.Algorithm, i int) bool {
 
 // step is one request of a single-rule trace.
 type step struct {
-	at   int64 // µs since the trace's start
+	at   int64 // µs since the trace's start, on the true clock (the server's)
 	cost int64
 	// release makes the step give back lease `lease` (refund) instead of asking.
 	release bool
 	lease   int
+	// skew is how far the client's clock is from the true clock (µs; client-clock
+	// traces): the script is told now = at + skew.
+	skew int64
+	// probe asks, after the step, what the answer claims: see probes.
+	probe bool
 }
 
 // result is what one step did.
@@ -126,6 +135,31 @@ type result struct {
 	rr      algorithms.RuleResult
 	before  string // the key's state before the step
 	after   string // and after
+	probes  probes // when the step asked for them
+}
+
+// probes are what the state a step left answered to requests that test its reply, each
+// run on a copy of the state and then forgotten: the trace goes on as if nobody asked.
+type probes struct {
+	done bool
+	// fits: a request of cost remaining at the same instant was allowed (remaining > 0).
+	fits bool
+	// over: a request of cost remaining+1 at the same instant was allowed.
+	over bool
+	// fresh is the remaining a peek reports for an empty key.
+	fresh int64
+	// atReset is the remaining a peek reports once reset-after has passed.
+	atReset int64
+	// early is the remaining a peek reports just before reset-after (less its declared
+	// precision), and earlyLive whether the key still existed then; earlyAt is that
+	// instant (µs, trace time), 0 when reset-after is too short to probe before it.
+	early     int64
+	earlyLive bool
+	earlyAt   int64
+	// lostState: the key expired while its state still meant something (a peek at the
+	// last instant it lived did not answer as for a fresh key), before reset-after.
+	lostState bool
+	expiredAt int64 // the first instant the key was gone (trace µs), when lostState
 }
 
 func leaseID(n int) string { return "lease-" + strconv.Itoa(n) }
@@ -147,7 +181,7 @@ func (s *subject) exec(g *rig, st step) (result, error) {
 	}
 	g.at(st.at)
 	res := result{before: g.dump(s.key)}
-	rep, err := g.do(st.at, &c)
+	rep, err := g.do(st.at, st.skew, &c)
 	if err != nil {
 		return result{}, err
 	}
@@ -155,9 +189,116 @@ func (s *subject) exec(g *rig, st step) (result, error) {
 	res.allowed = rep.Allowed
 	if !st.release {
 		res.rr = rep.Rules[0]
+		if st.probe {
+			// A probe that raises a script error leaves the step unprobed: the error is
+			// the errors property's, found by the trace's own requests, whose
+			// counterexample can show them.
+			res.probes, _ = s.probe(g, st, res.rr)
+		}
 	}
 	return res, nil
 }
+
+// probeLease numbers the leases probes take, apart from the trace's.
+const probeLease = 1 << 30
+
+// probe runs the probes of a step that answered rr, each on a copy of the state after the
+// step, and leaves g as the step left it. On an error the probes are not done.
+func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, err error) {
+	snap := g.h.Snapshot()
+	calls := g.calls
+	defer func() {
+		g.h.Restore(snap)
+		g.at(st.at)
+		g.probeCalls += g.calls - calls
+		g.calls = calls
+	}()
+	defer func() {
+		p.done = err == nil
+	}()
+	ask := func(at, cost int64) (algorithms.RuleResult, bool, error) {
+		g.h.Restore(snap)
+		q := st
+		q.at, q.cost, q.lease, q.probe = at, cost, probeLease+st.lease, false
+		c := algorithms.Call{Op: algorithms.OpCheck, Rules: []algorithms.Rule{s.rule(q)}}
+		rep, err := g.do(at, st.skew, &c)
+		if err != nil {
+			return algorithms.RuleResult{}, false, err
+		}
+		return rep.Rules[0], rep.Allowed, nil
+	}
+	if rr.Remaining > 0 {
+		if _, p.fits, err = ask(st.at, rr.Remaining); err != nil {
+			return p, err
+		}
+	}
+	if rr.Remaining >= 0 && rr.Remaining < algorithms.MaxInt {
+		if _, p.over, err = ask(st.at, rr.Remaining+1); err != nil {
+			return p, err
+		}
+	}
+	// An empty key's peek, on a key nothing else uses.
+	g.h.Restore(snap)
+	fresh := *s
+	fresh.key = s.key + ":fresh"
+	q := st
+	q.cost, q.lease = 0, probeLease
+	c := algorithms.Call{Op: algorithms.OpCheck, Rules: []algorithms.Rule{fresh.rule(q)}}
+	rep, err := g.do(st.at, st.skew, &c)
+	if err != nil {
+		return p, err
+	}
+	p.fresh = rep.Rules[0].Remaining
+	if rr.ResetAfter >= 0 && rr.ResetAfter < maxProbeAhead {
+		r, _, err := ask(st.at+rr.ResetAfter, 0)
+		if err != nil {
+			return p, err
+		}
+		p.atReset = r.Remaining
+		if u := rr.ResetAfter - s.spec.prec.ResetAfter - 1; u > 0 {
+			p.earlyAt = st.at + u
+			g.h.Restore(snap)
+			g.at(p.earlyAt)
+			_, p.earlyLive = g.h.Dump(s.key)
+			r, _, err := ask(p.earlyAt, 0)
+			if err != nil {
+				return p, err
+			}
+			p.early = r.Remaining
+			if !p.earlyLive {
+				if p.lostState, p.expiredAt, err = s.expiredMeaningful(g, snap, st, p.fresh, ask); err != nil {
+					return p, err
+				}
+			}
+		}
+	}
+	return p, nil
+}
+
+// expiredMeaningful reports whether the key, as snap holds it, expires while a peek at
+// the last instant it lives does not answer as for a fresh key, and when it is gone.
+func (s *subject) expiredMeaningful(g *rig, snap *luahost.Snapshot, st step, fresh int64, ask func(at, cost int64) (algorithms.RuleResult, bool, error)) (bool, int64, error) {
+	g.h.Restore(snap)
+	v, err := g.h.Do(context.Background(), "PEXPIRETIME", s.key)
+	ms, ok := v.(int64)
+	if err != nil || !ok || ms < 0 {
+		return false, 0, err
+	}
+	// Redis keeps a key while now <= its expire time in ms: it lives up to ms·1000+999 µs.
+	last := ms*1000 + 999 - g.base
+	if last < st.at {
+		return false, 0, nil
+	}
+	r, _, err := ask(last, 0)
+	if err != nil {
+		return false, 0, err
+	}
+	return r.Remaining != fresh, last + 1, nil
+}
+
+// maxProbeAhead is the furthest ahead a probe looks (µs): a reset-after beyond it (a
+// century) is not probed.
+const maxProbeAhead = 100 * 365 * 86400 * 1_000_000
 
 // run executes steps on g, emptied first. A step whose call fails ends the run: the
 // results of the steps before it come back with a *callError naming it.

@@ -751,16 +751,17 @@ func (s *sim) finish() {
 	}
 }
 
-// designBound returns, for a's documented behaviour, the most it allows in one window (or
-// in flight) given its limit: the limit for exact windows and concurrency, twice it for
-// fixed and sliding windows (the boundary burst) and for buckets over their refill time
-// (a full bucket plus a refill); 0 when unknown (plugins).
+// designBound returns, from a's guarantee, the most it allows in one window (or in
+// flight) given its limit by design: the limit times the declared bound, and for a rate
+// twice that over the refill time (a full burst plus what refills); 0 when it declares
+// none.
 func designBound(a *algorithms.Algorithm) func(int64) int64 {
-	switch a.Name {
-	case "sliding_log", "concurrency":
-		return func(l int64) int64 { return l }
-	case "fixed_window", "sliding_window", "token_bucket", "leaky_bucket", "gcra":
-		return func(l int64) int64 { return 2 * l }
+	g := a.Guarantee
+	switch g.Shape {
+	case algorithms.ShapeWindow, algorithms.ShapeInFlight:
+		return func(l int64) int64 { return g.Bound.Of(l) }
+	case algorithms.ShapeRate:
+		return func(l int64) int64 { return 2 * g.Bound.Of(l) }
 	}
 	return func(int64) int64 { return 0 }
 }

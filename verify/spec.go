@@ -10,97 +10,61 @@ import (
 	"github.com/rlctl/rlctl/algorithms"
 )
 
-// boundKind is the shape of an algorithm's limit statement.
-type boundKind int
-
-const (
-	boundNone     boundKind = iota // unknown: the limit property is skipped
-	boundWindow                    // at most limit cost in any interval shorter than window
-	boundRate                      // at most capacity + rate·T/period cost in any interval of length T
-	boundInFlight                  // at most max cost of leases held at any instant
-)
-
-// spec is what one rule (an algorithm with its parameters) promises: the statement the
-// limit property checks, and the scales its traffic is generated at.
+// spec is what one rule (an algorithm with its parameters) promises, read from the
+// algorithm's declared guarantee: the statement the limit property checks, and the scales
+// its traffic is generated at.
 type spec struct {
-	kind  boundKind
-	limit int64 // limit, capacity, burst or max
-	// window: the window (boundWindow), the lease TTL (boundInFlight), or the time to
-	// refill from empty (boundRate), in µs: the scale of generated traffic.
+	shape algorithms.Shape
+	limit int64 // the guarantee's amount: the limit, burst or most in flight
+	// window: the window (ShapeWindow), the lease TTL (ShapeInFlight), or the time to
+	// refill from empty (ShapeRate), in µs: the scale of generated traffic.
 	window       int64
-	rate, period int64 // boundRate
-	// documented is the factor of limit the algorithm is documented to allow in a
-	// window-long interval when it does not meet the exact statement (2 for fixed_window's
-	// boundary burst and sliding_window's estimate); 1 when the statement is exact.
-	documented int64
-	note       string // why documented > 1
+	rate, period int64 // ShapeRate
+	// bound is the factor of the statement the algorithm may reach by design (2 for
+	// fixed_window's boundary burst); exact when 1.
+	bound algorithms.Ratio
+	note  string // why bound > 1
+	prec  algorithms.Precision
+	// skew widens the statement for clients whose clocks differ by up to skew µs (the
+	// client-clock property): intervals are judged on the true clock, which the
+	// algorithm sees shifted by up to skew.
+	skew int64
+	// err says why the guarantee gives no terms for these parameters.
+	err error
 }
 
-// specOf returns the spec of algorithm a with wire parameters w. Built-in algorithms have
-// fixed specs; a plugin gets one from its parameter names: limit (count) and window
-// (duration) is a window algorithm held to the exact statement, warned about up to twice
-// the limit (what fixed_window and sliding_window allow) and failed beyond it; capacity
-// or burst (count) and rate (rate) is a
-// rate algorithm; max (count), ttl (duration) and a lease is a concurrency limit. Any
-// other plugin has no limit statement.
+// specOf returns the spec of algorithm a with wire parameters w, from a's guarantee.
 func specOf(a *algorithms.Algorithm, w []int64) spec {
-	switch a.Name {
-	case "sliding_log":
-		return spec{kind: boundWindow, limit: w[0], window: w[1], documented: 1}
-	case "fixed_window":
-		return spec{kind: boundWindow, limit: w[0], window: w[1], documented: 2,
-			note: "fixed_window allows up to 2×limit in a window-long interval across a window boundary (the boundary burst); use sliding_log, sliding_window or gcra for a smooth limit"}
-	case "sliding_window":
-		return spec{kind: boundWindow, limit: w[0], window: w[1], documented: 2,
-			note: "sliding_window estimates the previous window's requests as spread evenly; traffic bunched at the end of a window gets up to 2×limit through in a window-long interval; use sliding_log where the limit must be exact"}
-	case "token_bucket", "leaky_bucket":
-		return rateSpec(w[0], w[1], w[2])
-	case "gcra":
-		return rateSpec(w[2], w[0], w[1])
-	case "concurrency":
-		return spec{kind: boundInFlight, limit: w[0], window: w[1], documented: 1}
+	g := a.Guarantee
+	sp := spec{shape: g.Shape, bound: g.Bound, note: g.Why, prec: g.Precision}
+	if sp.bound.Den == 0 {
+		sp.bound = algorithms.Exact
 	}
-	// A plugin: read the parameter names.
-	idx := map[string]int{}
-	kinds := map[string]algorithms.Kind{}
-	i := 0
-	hasLease := false
-	for _, p := range a.Params {
-		idx[p.Name], kinds[p.Name] = i, p.Kind
-		hasLease = hasLease || p.Kind == algorithms.Lease
-		if p.Kind == algorithms.Rate {
-			i++
-		}
-		i++
+	t, ok, err := a.TermsOf(w)
+	if !ok {
+		sp.shape, sp.err, sp.window = algorithms.ShapeNone, err, scaleOf(a, w)
+		return sp
 	}
-	is := func(name string, k algorithms.Kind) bool {
-		kk, ok := kinds[name]
-		return ok && kk == k
+	sp.limit, sp.window, sp.rate, sp.period = t.Amount, t.Interval, t.Rate, t.Period
+	if sp.shape == algorithms.ShapeRate {
+		sp.window = max(t.Refill(), 1)
 	}
-	switch {
-	case is("limit", algorithms.Count) && is("window", algorithms.Duration):
-		return spec{kind: boundWindow, limit: w[idx["limit"]], window: w[idx["window"]], documented: 2,
-			note: "a plugin with limit and window parameters is warned about up to 2×limit in a window-long interval, the most fixed_window's boundary burst and sliding_window's estimate allow by design, and fails beyond it"}
-	case is("rate", algorithms.Rate) && (is("capacity", algorithms.Count) || is("burst", algorithms.Count)):
-		c := "capacity"
-		if !is(c, algorithms.Count) {
-			c = "burst"
-		}
-		r := idx["rate"]
-		return rateSpec(w[idx[c]], w[r], w[r+1])
-	case is("max", algorithms.Count) && is("ttl", algorithms.Duration) && hasLease:
-		return spec{kind: boundInFlight, limit: w[idx["max"]], window: w[idx["ttl"]], documented: 1}
-	}
-	return spec{kind: boundNone, window: scaleOf(a, w)}
+	return sp
 }
 
-func rateSpec(capacity, rate, period int64) spec {
-	refill := mulDiv(capacity, period, rate)
-	return spec{kind: boundRate, limit: capacity, rate: rate, period: period, window: max(refill, 1), documented: 1}
+// noLimit says why a spec has no limit statement.
+func (s spec) noLimit() string {
+	if s.err != nil {
+		return "the guarantee gives no limit for these parameters: " + s.err.Error()
+	}
+	return `the algorithm declares no limit (guarantee "none"), so there is nothing to hold it to`
 }
+
+// exact reports whether the spec's bound is the statement itself.
+func (s spec) exact() bool { return s.bound.IsExact() }
 
 // scaleOf is the longest duration or period among w: the time scale of an algorithm whose
-// meaning is unknown (1s when it has none).
+// limit is unknown (1s when it has none).
 func scaleOf(a *algorithms.Algorithm, w []int64) int64 {
 	var s int64
 	i := 0
@@ -122,15 +86,27 @@ func scaleOf(a *algorithms.Algorithm, w []int64) int64 {
 
 // statement is the limit property's statement for s, in words.
 func (s spec) statement() string {
-	switch s.kind {
-	case boundWindow:
-		return fmt.Sprintf("in every interval shorter than %s, the cost allowed is at most %d", fmtUS(s.window), s.limit)
-	case boundRate:
-		return fmt.Sprintf("in every interval of length T, the cost allowed is at most %d + T × %s", s.limit, fmtRate(s.rate, s.period))
-	case boundInFlight:
-		return fmt.Sprintf("at every instant, the cost of leases held (acquired, not released, younger than %s) is at most %d", fmtUS(s.window), s.limit)
+	var st string
+	switch s.shape {
+	case algorithms.ShapeWindow:
+		st = fmt.Sprintf("in every interval shorter than %s, the cost allowed is at most %d", fmtUS(s.window-s.skew), s.limit)
+	case algorithms.ShapeRate:
+		st = fmt.Sprintf("in every interval of length T, the cost allowed is at most %d + T × %s", s.limit, fmtRate(s.rate, s.period))
+		if s.skew > 0 {
+			st = fmt.Sprintf("in every interval of length T, the cost allowed is at most %d + (T + %s) × %s", s.limit, fmtUS(s.skew), fmtRate(s.rate, s.period))
+		}
+	case algorithms.ShapeInFlight:
+		st = fmt.Sprintf("at every instant, the cost of leases held (acquired, not released, younger than %s) is at most %d", fmtUS(s.window-s.skew), s.limit)
+	default:
+		return ""
 	}
-	return ""
+	if !s.exact() {
+		st += fmt.Sprintf(" (by design at most %s× that: %s)", s.bound, s.note)
+	}
+	if s.skew > 0 {
+		st = fmt.Sprintf("with client clocks up to %s apart, each stepping back and forth within that, judged on the true clock: ", fmtUS(s.skew)) + st
+	}
+	return st
 }
 
 // fmtRate prints n per `per` µs as a whole amount per second, minute, hour or day when
@@ -167,23 +143,30 @@ type excess struct {
 }
 
 // worst returns the largest excess of grants (in step order, times non-decreasing) over
-// limit×factor, or nil when the bound holds. For boundInFlight the grants' ends must be
-// set.
-func (s spec) worst(gs []grant, factor int64) *excess {
-	limit := s.limit * factor
+// the statement scaled by factor, or nil when it holds. For ShapeInFlight the grants'
+// ends must be set.
+func (s spec) worst(gs []grant, factor algorithms.Ratio) *excess {
+	if factor.Den == 0 {
+		factor = algorithms.Exact
+	}
+	limit := factor.Of(s.limit)
 	var w *excess
 	better := func(e excess) {
 		if w == nil || e.allowed*w.bound > w.allowed*e.bound || (e.allowed*w.bound == w.allowed*e.bound && e.to-e.from < w.to-w.from) {
 			w = &e
 		}
 	}
-	switch s.kind {
-	case boundWindow:
+	switch s.shape {
+	case algorithms.ShapeWindow:
+		win := s.window - s.skew
+		if win <= 0 {
+			return nil
+		}
 		var sum int64
 		i := 0
 		for j := range gs {
 			sum += gs[j].cost
-			for gs[j].at-gs[i].at >= s.window {
+			for gs[j].at-gs[i].at >= win {
 				sum -= gs[i].cost
 				i++
 			}
@@ -191,19 +174,24 @@ func (s spec) worst(gs []grant, factor int64) *excess {
 				better(excess{from: i, to: j, allowed: sum, bound: limit, span: gs[j].at - gs[i].at})
 			}
 		}
-	case boundRate:
-		// A breach is i <= j with sum(i..j)·period > limit·period + (t_j - t_i)·rate.
-		// With prefix sums S, the left side minus the time term is
-		// (S_j·period - t_j·rate) + (t_i·rate - S_(i-1)·period): for each j, the best i
-		// is the running maximum of the second part. Big integers: t·rate can pass 2^63.
-		P, R := big.NewInt(s.period), big.NewInt(s.rate)
-		lp := new(big.Int).Mul(big.NewInt(limit), P)
+	case algorithms.ShapeRate:
+		// With the factor num/den, a breach is i <= j with
+		//   sum(i..j)·period·den > num·(limit·period + (t_j - t_i + skew)·rate).
+		// With prefix sums S, P = period·den and R = rate·num, the left side minus the
+		// time term is (S_j·P - t_j·R) + (t_i·R - S_(i-1)·P): for each j, the best i is
+		// the running maximum of the second part. Big integers: t·rate can pass 2^63.
+		num, den := big.NewInt(factor.Num), big.NewInt(factor.Den)
+		P := new(big.Int).Mul(big.NewInt(s.period), den)
+		R := new(big.Int).Mul(big.NewInt(s.rate), num)
+		lp := new(big.Int).Mul(big.NewInt(s.limit), big.NewInt(s.period))
+		lp.Mul(lp, num)
+		lp.Add(lp, new(big.Int).Mul(big.NewInt(s.skew), R))
 		var sum int64
 		var best big.Int
 		bestI := -1
 		var a, b, x big.Int
 		for j := range gs {
-			// Candidate i = j: t_j·rate - S_(j-1)·period.
+			// Candidate i = j: t_j·R - S_(j-1)·P.
 			a.Mul(big.NewInt(gs[j].at), R)
 			b.Mul(big.NewInt(sum), P)
 			a.Sub(&a, &b)
@@ -212,7 +200,7 @@ func (s spec) worst(gs []grant, factor int64) *excess {
 				bestI = j
 			}
 			sum += gs[j].cost
-			// (S_j·period - t_j·rate) + best > limit·period?
+			// (S_j·P - t_j·R) + best > lp?
 			x.Mul(big.NewInt(sum), P)
 			b.Mul(big.NewInt(gs[j].at), R)
 			x.Sub(&x, &b)
@@ -230,14 +218,18 @@ func (s spec) worst(gs []grant, factor int64) *excess {
 				better(excess{from: i, to: j, allowed: allowed, bound: bound.Int64(), span: dt})
 			}
 		}
-	case boundInFlight:
+	case algorithms.ShapeInFlight:
+		life := s.window - s.skew
+		if life <= 0 {
+			return nil
+		}
 		for j := range gs {
 			var sum int64
 			first := j
 			for i := 0; i <= j; i++ {
 				g := gs[i]
 				released := g.endStep >= 0 && g.endStep < gs[j].step
-				if !released && gs[j].at < g.at+s.window {
+				if !released && gs[j].at < g.at+life {
 					sum += g.cost
 					first = min(first, i)
 				}

@@ -74,7 +74,7 @@ func (c *checker) runStack(rules []stackRule, reqs []stackReq) ([]stackOutcome, 
 		for i, sr := range rules {
 			before[i] = g.dump(sr.key(q.keys[i]))
 		}
-		rep, err := g.do(q.at, &call)
+		rep, err := g.do(q.at, 0, &call)
 		if err != nil {
 			c.calls += g.calls
 			return out, g.calls, &callError{step: n, err: err}
@@ -571,7 +571,7 @@ func (c *checker) runRace(rules []stackRule, rounds []stackRound, cluster bool) 
 				what = "check " + groupName(rules, groups[gi])
 			}
 			op := CounterStep{At: time.Duration(rd.at) * time.Microsecond, Client: i + 1, Request: fmt.Sprintf("%s (%s)", what, costText(rules, q, groups[gi]))}
-			rep, err := g.do(rd.at, &call)
+			rep, err := g.do(rd.at, 0, &call)
 			if err != nil {
 				op.Result, op.Mark = "ERROR "+errorText(c.script, err), true
 				out.ops = append(out.ops, op)
@@ -639,7 +639,7 @@ func costText(rules []stackRule, q stackReq, idx []int) string {
 // must not add to what the algorithm allows alone), over the requests a race allowed.
 func raceBreach(rules []stackRule, rounds []stackRound, run *stackRaceRun) *violation {
 	for i, sr := range rules {
-		if sr.shadow || sr.sub.spec.kind == boundNone {
+		if sr.shadow || sr.sub.spec.shape == algorithms.ShapeNone {
 			continue
 		}
 		byKey := map[int][]grant{}
@@ -658,7 +658,7 @@ func raceBreach(rules []stackRule, rounds []stackRound, run *stackRaceRun) *viol
 		}
 		for _, key := range keys {
 			gs := byKey[key]
-			if e := sr.sub.spec.worst(gs, sr.sub.spec.documented); e != nil {
+			if e := sr.sub.spec.worst(gs, sr.sub.spec.bound); e != nil {
 				v := limitViolation(sr.sub.spec, gs, e, Fail)
 				v.msg = fmt.Sprintf("rule %q key k%d: %s", sr.name, key, v.msg)
 				return v

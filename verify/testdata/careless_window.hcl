@@ -6,6 +6,12 @@ algorithm "careless_window" {
   params   = { limit = "count", window = "duration" }
   commands = ["HMGET", "HSET", "PEXPIRE"]
   doc      = "fixed_window with a peek that fails on a fresh key."
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+    bound  = 2
+    why    = "a fixed window lets a burst straddle the window boundary"
+  }
 }
 
 policy "careless" {

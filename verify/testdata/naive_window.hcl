@@ -5,6 +5,12 @@ algorithm "naive_window" {
   params   = { limit = "count", window = "duration" }
   commands = ["HMGET", "HSET", "PEXPIRE"]
   doc      = "sliding_window with retry-after = the end of the current window."
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+    bound  = 2
+    why    = "it estimates the previous window's traffic as spread evenly, as sliding_window does"
+  }
 }
 
 policy "naive" {

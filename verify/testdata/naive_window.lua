@@ -34,7 +34,10 @@ function check(key, now, cost, p)
     return 0, nonneg(limit - cur - used), -1, reset, limit
   end
   if weight + (cur + cost) * window <= limit * window then
-    return 1, nonneg(limit - cur - cost - used), 0, 2 * window - e, limit, {win, cur + cost, prev, 2 * window - e}
+    if cost > 0 then
+      reset = 2 * window - e
+    end
+    return 1, nonneg(limit - cur - cost - used), 0, reset, limit, {win, cur + cost, prev, 2 * window - e}
   end
   -- The flaw: "try again when this window ends".
   return 0, nonneg(limit - cur - used), window - e, reset, limit

@@ -4,8 +4,12 @@
 algorithm "split_log" {
   source   = "split_log.lua"
   params   = { limit = "count", window = "duration" }
-  commands = ["ZCOUNT", "ZRANGEBYSCORE", "ZREMRANGEBYSCORE", "ZADD", "PEXPIRE"]
+  commands = ["ZCOUNT", "ZRANGE", "ZRANGEBYSCORE", "ZREMRANGEBYSCORE", "ZADD", "PEXPIRE"]
   doc      = "A sliding log whose check is ZCOUNT and whose commit is ZADD."
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
 }
 
 policy "split" {

@@ -6,17 +6,29 @@
 
 params = {'pos', 'pos'}
 
+-- reset_after is until the newest entry leaves the window.
+local function reset_after(key, now, window)
+  local last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  if last[2] == nil then
+    return 0
+  end
+  return nonneg(tonumber(last[2]) + window - now)
+end
+
 function check(key, now, cost, p)
   local limit, window = p[1], p[2]
   local count = call('ZCOUNT', key, now - window + 1, '+inf')
   if cost > limit then
-    return 0, nonneg(limit - count), -1, window, limit
+    return 0, nonneg(limit - count), -1, reset_after(key, now, window), limit
   end
   if count + cost <= limit then
+    if cost == 0 then
+      return 1, limit - count, 0, reset_after(key, now, window), limit
+    end
     return 1, limit - count - cost, 0, window, limit, {now, window, cost}
   end
   local r = call('ZRANGEBYSCORE', key, now - window + 1, '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
-  return 0, nonneg(limit - count), tonumber(r[2]) + window - now, window, limit
+  return 0, nonneg(limit - count), tonumber(r[2]) + window - now, reset_after(key, now, window), limit
 end
 
 function commit(key, w)

@@ -1,0 +1,376 @@
+package dsl
+
+import (
+	"fmt"
+	"math/big"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/rlctl/rlctl/algorithms"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/function"
+	"github.com/zclconf/go-cty/cty/function/stdlib"
+)
+
+// A plugin states what it guarantees in a guarantee block, and rlctl verify holds it to
+// exactly that:
+//
+//	guarantee "window" {         # or "rate", "in_flight", "none"
+//	  amount = param.limit       # the cost allowed …
+//	  window = param.window      # … in every interval shorter than this
+//	  bound  = 2                 # optional: may reach 2× by design (default 1: exact)
+//	  why    = "…"               # required with a bound above 1
+//	  precision {                # optional: how late answers may be (default exact)
+//	    retry_after = "1ms"
+//	    reset_after = "1ms"
+//	    ttl         = "1s"
+//	  }
+//	}
+//
+// The figures are expressions over param.NAME: a count reads as its number, a duration as
+// its length in microseconds, a rate as {amount, period} with the period in
+// microseconds. Constants may be written as in a rule ("1m", "10/s").
+
+// guaranteeAttrs are each shape's figures, in the order the docs list them; every shape
+// also takes bound and why.
+var guaranteeAttrs = map[algorithms.Shape][]figure{
+	algorithms.ShapeWindow: {
+		{name: "amount", kind: algorithms.Count, doc: "the cost allowed in every interval shorter than window"},
+		{name: "window", kind: algorithms.Duration, doc: "the interval"},
+	},
+	algorithms.ShapeRate: {
+		{name: "burst", kind: algorithms.Count, doc: "the cost allowed at once"},
+		{name: "rate", kind: algorithms.Rate, doc: "what is earned back per period"},
+	},
+	algorithms.ShapeInFlight: {
+		{name: "amount", kind: algorithms.Count, doc: "the most cost held at once"},
+		{name: "ttl", kind: algorithms.Duration, doc: "how long an unreleased lease counts"},
+	},
+	algorithms.ShapeNone: nil,
+}
+
+// figure is one attribute of a guarantee block.
+type figure struct {
+	name string
+	kind algorithms.Kind
+	doc  string
+}
+
+var precisionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+	{Name: "retry_after"}, {Name: "reset_after"}, {Name: "ttl"},
+}}
+
+// guaranteeFuncs are the functions a guarantee's expressions may call.
+var guaranteeFuncs = map[string]function.Function{
+	"min":   stdlib.MinFunc,
+	"max":   stdlib.MaxFunc,
+	"ceil":  stdlib.CeilFunc,
+	"floor": stdlib.FloorFunc,
+}
+
+// guaranteeExample is a guarantee block for alg, written from its parameters' kinds: the
+// hint of a missing block. It is only a suggestion; nothing reads the names.
+func guaranteeExample(alg *algorithms.Algorithm) string {
+	var count, dur, rate string
+	for _, p := range alg.Params {
+		switch {
+		case p.Kind == algorithms.Count && count == "":
+			count = p.Name
+		case p.Kind == algorithms.Duration && dur == "":
+			dur = p.Name
+		case p.Kind == algorithms.Rate && rate == "":
+			rate = p.Name
+		}
+	}
+	switch {
+	case count != "" && rate != "":
+		return fmt.Sprintf("guarantee \"rate\" { burst = param.%s, rate = param.%s }", count, rate)
+	case count != "" && dur != "":
+		return fmt.Sprintf("guarantee \"window\" { amount = param.%s, window = param.%s }", count, dur)
+	}
+	return "guarantee \"window\" { amount = param.limit, window = param.window }"
+}
+
+// pluginGuarantee decodes a plugin's guarantee block into alg.Guarantee; alg.Params must
+// be decoded. It reports false when the block has errors.
+func (l *loader) pluginGuarantee(b *hcl.Block, alg *algorithms.Algorithm) bool {
+	shapeName := b.Labels[0]
+	var shape algorithms.Shape = -1
+	var names []string
+	for _, s := range algorithms.Shapes {
+		names = append(names, s.String())
+		if s.String() == shapeName {
+			shape = s
+		}
+	}
+	if shape < 0 {
+		l.add(errorf(b.LabelRanges[0], "Unknown guarantee", "%q is not a guarantee.%s Use %s: window is at most amount in every interval shorter than window; rate is at most burst plus what rate earns over an interval; in_flight is at most amount held at once; none states no limit.", shapeName, suggestion(shapeName, names), quoteList(names)))
+		return false
+	}
+	figs := guaranteeAttrs[shape]
+	schema := &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "bound"}, {Name: "why"}},
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "precision"}},
+	}
+	for _, f := range figs {
+		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: f.name, Required: true})
+	}
+	content, d := b.Body.Content(schema)
+	l.add(d...)
+	if d.HasErrors() {
+		return false
+	}
+	g := algorithms.Guarantee{Shape: shape, Bound: algorithms.Exact}
+	ok := true
+	exprs := make([]hcl.Expression, len(figs))
+	for i, f := range figs {
+		a := content.Attributes[f.name]
+		exprs[i] = a.Expr
+		if !l.guaranteeRefs(a, alg) {
+			ok = false
+			continue
+		}
+		// Type-check on sample values; the range is checked per rule (see checkGuarantee).
+		sample := make([]int64, alg.WireLen())
+		for j := range sample {
+			sample[j] = 1_000_000
+		}
+		if _, err := evalFigure(a.Expr, f.kind, alg, sample); err != nil {
+			l.add(errorf(a.Expr.Range(), "Invalid guarantee", "%s (%s) %s.", f.name, f.doc, err))
+			ok = false
+		}
+	}
+	if a := content.Attributes["bound"]; a != nil {
+		if r, good := l.guaranteeBound(a); good {
+			g.Bound = r
+		} else {
+			ok = false
+		}
+	}
+	if a := content.Attributes["why"]; a != nil {
+		g.Why, _ = l.constString(a)
+	}
+	if !g.Bound.IsExact() && g.Why == "" {
+		l.add(errorf(content.Attributes["bound"].Range, "Bound needs a reason", "A guarantee that may reach %s× its limit says why, in one sentence that verify's reports quote: why = \"a fixed window lets a burst straddle the window boundary\".", g.Bound))
+		ok = false
+	}
+	if shape == algorithms.ShapeNone && content.Attributes["bound"] != nil {
+		l.add(errorf(content.Attributes["bound"].Range, "Bound without a limit", `guarantee "none" states no limit, so it has no bound. Remove bound, or declare the limit the algorithm keeps.`))
+		ok = false
+	}
+	for i, pb := range content.Blocks {
+		if i > 0 {
+			l.add(errorf(pb.DefRange, "Duplicate precision", "A guarantee has one precision block."))
+			ok = false
+			continue
+		}
+		if p, good := l.guaranteePrecision(pb); good {
+			g.Precision = p
+		} else {
+			ok = false
+		}
+	}
+	if !ok {
+		return false
+	}
+	if shape != algorithms.ShapeNone {
+		g.Terms = func(w []int64) (algorithms.Terms, error) { return termsOf(shape, figs, exprs, alg, w) }
+	}
+	alg.Guarantee = g
+	markCapacity(alg, figs, exprs)
+	return true
+}
+
+// markCapacity sets Param.Capacity on the count parameter that a guarantee's amount (or
+// burst) is, when it is a plain reference to one: a cost above it can never pass, which
+// validate checks against rules' costs as it does for built-ins.
+func markCapacity(alg *algorithms.Algorithm, figs []figure, exprs []hcl.Expression) {
+	for i, f := range figs {
+		if f.kind != algorithms.Count {
+			continue
+		}
+		tr, d := hcl.AbsTraversalForExpr(exprs[i])
+		if d.HasErrors() || len(tr) != 2 {
+			continue
+		}
+		if attr, ok := tr[1].(hcl.TraverseAttr); ok {
+			for j := range alg.Params {
+				if alg.Params[j].Name == attr.Name && alg.Params[j].Kind == algorithms.Count {
+					alg.Params[j].Capacity = true
+				}
+			}
+		}
+	}
+}
+
+// guaranteeRefs checks that a figure refers only to param.NAME of alg's parameters.
+func (l *loader) guaranteeRefs(a *hcl.Attribute, alg *algorithms.Algorithm) bool {
+	var names []string
+	for _, p := range alg.Params {
+		if p.Kind != algorithms.Lease {
+			names = append(names, p.Name)
+		}
+	}
+	ok := true
+	for _, tr := range a.Expr.Variables() {
+		root := tr.RootName()
+		if root != "param" {
+			l.add(errorf(tr.SourceRange(), "Unknown reference", "A guarantee can refer only to the algorithm's parameters, as param.NAME: %s.%s", quoteList(names), suggestion(root, []string{"param"})))
+			ok = false
+			continue
+		}
+		var name string
+		if len(tr) > 1 {
+			if at, isAttr := tr[1].(hcl.TraverseAttr); isAttr {
+				name = at.Name
+			}
+		}
+		if !slices.Contains(names, name) {
+			l.add(errorf(tr.SourceRange(), "Unknown parameter", "%q is not a parameter of algorithm %q.%s Its parameters: %s.", name, alg.Name, suggestion(name, names), quoteList(names)))
+			ok = false
+		}
+	}
+	return ok
+}
+
+// guaranteeBound decodes bound: a constant number of at least 1, kept exact.
+func (l *loader) guaranteeBound(a *hcl.Attribute) (algorithms.Ratio, bool) {
+	v, d := a.Expr.Value(nil)
+	l.add(d...)
+	if d.HasErrors() {
+		return algorithms.Ratio{}, false
+	}
+	if v.IsNull() || !v.IsKnown() || v.Type() != cty.Number {
+		l.add(errorf(a.Expr.Range(), "Invalid bound", "bound is a constant number of at least 1: the factor of the limit the algorithm may reach by design, such as 2 for a fixed window's boundary burst."))
+		return algorithms.Ratio{}, false
+	}
+	r, _ := v.AsBigFloat().Rat(nil)
+	if r == nil || r.Cmp(big.NewRat(1, 1)) < 0 || r.Cmp(big.NewRat(1000, 1)) > 0 || !r.Num().IsInt64() || !r.Denom().IsInt64() || r.Denom().Int64() > 1000 {
+		l.add(errorf(a.Expr.Range(), "Invalid bound", "bound must be between 1 and 1000 with at most three decimals (%s). 1 means exact, the default; 2 allows twice the limit, as a fixed window's boundary burst does.", v.AsBigFloat().Text('g', 10)))
+		return algorithms.Ratio{}, false
+	}
+	return algorithms.Ratio{Num: r.Num().Int64(), Den: r.Denom().Int64()}, true
+}
+
+// guaranteePrecision decodes a precision block: constant durations.
+func (l *loader) guaranteePrecision(b *hcl.Block) (algorithms.Precision, bool) {
+	content, d := b.Body.Content(precisionSchema)
+	l.add(d...)
+	var p algorithms.Precision
+	ok := !d.HasErrors()
+	for _, f := range []struct {
+		name string
+		dst  *int64
+	}{{"retry_after", &p.RetryAfter}, {"reset_after", &p.ResetAfter}, {"ttl", &p.TTL}} {
+		name, dst := f.name, f.dst
+		a := content.Attributes[name]
+		if a == nil {
+			continue
+		}
+		s, good := l.constString(a)
+		if !good {
+			ok = false
+			continue
+		}
+		us, err := parseDuration(s)
+		if err != nil {
+			l.add(errorf(a.Expr.Range(), "Invalid precision", "%s: %s", name, err))
+			ok = false
+			continue
+		}
+		*dst = us
+	}
+	return p, ok
+}
+
+// paramObject is the param object a guarantee's expressions see for wire values w.
+func paramObject(alg *algorithms.Algorithm, w []int64) cty.Value {
+	vals := map[string]cty.Value{}
+	i := 0
+	for _, p := range alg.Params {
+		switch p.Kind {
+		case algorithms.Rate:
+			vals[p.Name] = cty.ObjectVal(map[string]cty.Value{"amount": cty.NumberIntVal(w[i]), "period": cty.NumberIntVal(w[i+1])})
+			i++
+		case algorithms.Lease:
+		default:
+			vals[p.Name] = cty.NumberIntVal(w[i])
+		}
+		i++
+	}
+	return cty.ObjectVal(vals)
+}
+
+// evalFigure evaluates one figure for wire values w: a count or a duration as a whole
+// number (µs for a duration; a string constant is parsed as a duration), a rate as its
+// amount and period (an object {amount, period}, or a string such as "10/s").
+func evalFigure(e hcl.Expression, kind algorithms.Kind, alg *algorithms.Algorithm, w []int64) ([2]int64, error) {
+	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{"param": paramObject(alg, w)}, Functions: guaranteeFuncs}
+	v, d := e.Value(ctx)
+	if d.HasErrors() {
+		var msgs []string
+		for _, x := range d {
+			msgs = append(msgs, strings.TrimSuffix(x.Detail, "."))
+		}
+		return [2]int64{}, fmt.Errorf("cannot be evaluated: %s", strings.Join(msgs, "; "))
+	}
+	if v.IsNull() || !v.IsKnown() {
+		return [2]int64{}, fmt.Errorf("is null")
+	}
+	whole := func(v cty.Value, what string) (int64, error) {
+		if v.Type() != cty.Number {
+			return 0, fmt.Errorf("is %s, want %s", v.Type().FriendlyName(), what)
+		}
+		f := v.AsBigFloat()
+		n, acc := f.Int64()
+		if acc != big.Exact || !f.IsInt() {
+			return 0, fmt.Errorf("is %s, not a whole number: use floor or ceil", f.Text('g', 12))
+		}
+		return n, nil
+	}
+	switch kind {
+	case algorithms.Rate:
+		if v.Type() == cty.String {
+			n, per, err := parseRate(v.AsString())
+			return [2]int64{n, per}, err
+		}
+		if !v.Type().IsObjectType() || !v.Type().HasAttribute("amount") || !v.Type().HasAttribute("period") {
+			return [2]int64{}, fmt.Errorf("is %s, want a rate: a rate parameter (param.NAME) or a constant such as \"10/s\"", v.Type().FriendlyName())
+		}
+		n, err := whole(v.GetAttr("amount"), "a number")
+		if err != nil {
+			return [2]int64{}, err
+		}
+		per, err := whole(v.GetAttr("period"), "a number")
+		return [2]int64{n, per}, err
+	case algorithms.Duration:
+		if v.Type() == cty.String {
+			us, err := parseDuration(v.AsString())
+			return [2]int64{us}, err
+		}
+		n, err := whole(v, "a duration: a duration parameter, a number of microseconds or a constant such as \"1m\"")
+		return [2]int64{n}, err
+	default:
+		n, err := whole(v, "a number")
+		return [2]int64{n}, err
+	}
+}
+
+// termsOf evaluates a guarantee's figures for wire values w.
+func termsOf(shape algorithms.Shape, figs []figure, exprs []hcl.Expression, alg *algorithms.Algorithm, w []int64) (algorithms.Terms, error) {
+	var vals [][2]int64
+	for i, f := range figs {
+		v, err := evalFigure(exprs[i], f.kind, alg, w)
+		if err != nil {
+			return algorithms.Terms{}, fmt.Errorf("%s %w", f.name, err)
+		}
+		vals = append(vals, v)
+	}
+	switch shape {
+	case algorithms.ShapeRate:
+		return algorithms.Terms{Amount: vals[0][0], Rate: vals[1][0], Period: vals[1][1]}, nil
+	default:
+		return algorithms.Terms{Amount: vals[0][0], Interval: vals[1][0]}, nil
+	}
+}
