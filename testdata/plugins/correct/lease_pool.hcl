@@ -1,0 +1,19 @@
+algorithm "lease_pool" {
+  source   = "lease_pool.lua"
+  params   = { slots = "count", ttl = "duration", lease = "lease" }
+  commands = ["ZCOUNT", "ZRANGE", "ZRANGEBYSCORE", "ZREMRANGEBYSCORE", "ZREMRANGEBYRANK", "ZADD", "ZREM", "PEXPIRE"]
+  doc      = "A pool of slots held under leases, released by refund or freed after ttl."
+  guarantee "in_flight" {
+    amount = param.slots
+    ttl    = param.ttl
+  }
+}
+
+policy "lease_pool" {
+  rule "per_key" {
+    algorithm = "lease_pool"
+    key       = "k"
+    slots     = 3
+    ttl       = "30s"
+  }
+}
