@@ -77,11 +77,15 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// fixed_window: n counted in aligned window w.
+// fixed_window: n counted in aligned window w. A request whose clock is in an earlier
+// window counts in w: the key's window never moves back.
 type fixedState struct{ limit, window, w, n int64 }
 
+// win is the window a request at now counts in.
+func (s fixedState) win(now int64) int64 { return max(floorDiv(now, s.window), s.w) }
+
 func (s fixedState) count(now int64) int64 {
-	if floorDiv(now, s.window) == s.w {
+	if s.win(now) == s.w {
 		return s.n
 	}
 	return 0
@@ -90,7 +94,7 @@ func (s fixedState) capacity() int64              { return s.limit }
 func (s fixedState) allowed(now, cost int64) bool { return s.count(now)+cost <= s.limit }
 func (s fixedState) empty(now int64) bool         { return s.count(now) == 0 }
 func (s fixedState) charge(now, cost int64, _ string) state {
-	s.n, s.w = s.count(now)+cost, floorDiv(now, s.window)
+	s.n, s.w = s.count(now)+cost, s.win(now)
 	return s
 }
 func (s fixedState) refund(now, cost int64, _ string) state {
@@ -144,10 +148,20 @@ func (s logState) refund(now, cost int64, _ string) state {
 	return s
 }
 
-// sliding_window: counts of the current (c) and previous (p) aligned windows.
+// sliding_window: counts of the current (c) and previous (p) aligned windows. A request
+// whose clock is in an earlier window than w is decided as at the start of window w.
 type windowState struct{ limit, window, w, c, p int64 }
 
+// eff is the instant a request at now is decided at.
+func (s windowState) eff(now int64) int64 {
+	if s.w >= 0 && floorDiv(now, s.window) < s.w {
+		return s.w * s.window
+	}
+	return now
+}
+
 func (s windowState) view(now int64) (cur, prev int64) {
+	now = s.eff(now)
 	switch floorDiv(now, s.window) {
 	case s.w:
 		return s.c, s.p
@@ -158,6 +172,7 @@ func (s windowState) view(now int64) (cur, prev int64) {
 }
 func (s windowState) estimate(now int64) *big.Rat {
 	cur, prev := s.view(now)
+	now = s.eff(now)
 	e := now - floorDiv(now, s.window)*s.window
 	return add(mul(rat(prev), frac(s.window-e, s.window)), rat(cur))
 }
@@ -168,7 +183,7 @@ func (s windowState) allowed(now, cost int64) bool {
 func (s windowState) empty(now int64) bool { return s.estimate(now).Sign() == 0 }
 func (s windowState) charge(now, cost int64, _ string) state {
 	cur, prev := s.view(now)
-	s.w, s.c, s.p = floorDiv(now, s.window), cur+cost, prev
+	s.w, s.c, s.p = floorDiv(s.eff(now), s.window), cur+cost, prev
 	return s
 }
 func (s windowState) refund(now, cost int64, _ string) state {

@@ -216,7 +216,7 @@ func TestRedisTTLCoversReset(t *testing.T) {
 func TestRedisRejectsMalformedCalls(t *testing.T) {
 	ex := loadRedis(t)
 	ctx := context.Background()
-	ok := []string{"2", "check", "1800000000000000", "", "1", "gcra", "1", "0", "10", "1000000", "5"}
+	ok := []string{"3", "check", "1800000000000000", "", "", "1", "gcra", "1", "0", "10", "1000000", "5"}
 	with := func(i int, vs ...string) []string { // ok with ok[i:] replaced by vs
 		return append(append([]string{}, ok[:i]...), vs...)
 	}
@@ -229,15 +229,16 @@ func TestRedisRejectsMalformedCalls(t *testing.T) {
 		"now":             {[]string{"k"}, with(2, append([]string{"soon"}, ok[3:]...)...)},
 		"deadline":        {[]string{"k"}, with(3, append([]string{"later"}, ok[4:]...)...)},
 		"deadline passed": {[]string{"k"}, with(3, append([]string{"1"}, ok[4:]...)...)},
+		"skew":            {[]string{"k"}, with(4, append([]string{"-5"}, ok[5:]...)...)},
 		"count":           {[]string{"k", "k2"}, ok},
-		"algorithm":       {[]string{"k"}, with(5, append([]string{"magic"}, ok[6:]...)...)},
-		"cost":            {[]string{"k"}, with(6, append([]string{"-1"}, ok[7:]...)...)},
-		"param":           {[]string{"k"}, with(8, "0", "1000000", "5")},
-		"fraction":        {[]string{"k"}, with(8, "1.5", "1000000", "5")},
-		"short":           {[]string{"k"}, ok[:10]},
+		"algorithm":       {[]string{"k"}, with(6, append([]string{"magic"}, ok[7:]...)...)},
+		"cost":            {[]string{"k"}, with(7, append([]string{"-1"}, ok[8:]...)...)},
+		"param":           {[]string{"k"}, with(9, "0", "1000000", "5")},
+		"fraction":        {[]string{"k"}, with(9, "1.5", "1000000", "5")},
+		"short":           {[]string{"k"}, ok[:11]},
 		"long":            {[]string{"k"}, with(len(ok), "extra")},
-		"range":           {[]string{"k"}, with(8, "1", "9007199254740992", "9007199254740992")},
-		"duplicate":       {[]string{"k", "k"}, append(with(4, "2"), append(append([]string{}, ok[5:]...), ok[5:]...)...)},
+		"range":           {[]string{"k"}, with(9, "1", "9007199254740992", "9007199254740992")},
+		"duplicate":       {[]string{"k", "k"}, append(with(5, "2"), append(append([]string{}, ok[6:]...), ok[6:]...)...)},
 		"huge number":     {[]string{"k"}, with(2, append([]string{"1e300"}, ok[3:]...)...)},
 	}
 	for name, c := range cases {

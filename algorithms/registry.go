@@ -128,6 +128,7 @@ var (
 	countParam  = func(name, doc string) Param { return Param{Name: name, Kind: Count, Doc: doc, Capacity: true} }
 	windowParam = Param{Name: "window", Kind: Duration, Doc: "the window length"}
 	hashCmds    = []string{"HMGET", "HSET", "PEXPIRE", "DEL"}
+	windowCmds  = []string{"HMGET", "HSET", "PEXPIRE"}
 	zsetCmds    = []string{"ZCOUNT", "ZRANGE", "ZRANGEBYSCORE", "ZREMRANGEBYSCORE", "ZADD", "ZREM", "PEXPIRE"}
 )
 
@@ -137,7 +138,7 @@ var builtin = []*Algorithm{
 		Name:     "fixed_window",
 		Doc:      "At most limit per aligned window; allows up to 2x limit across a window boundary.",
 		Params:   []Param{countParam("limit", "cost allowed per window"), windowParam},
-		Commands: hashCmds,
+		Commands: windowCmds,
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Bound: Ratio{2, 1},
 			Why: "fixed_window lets a burst straddle a window boundary: up to limit at the end of one window and limit again at the start of the next; use sliding_log, sliding_window or gcra for a smooth limit"},
 		validate: boundProduct("fixed_window", 0, 1, MaxInt, "limit × window (µs)"),
@@ -159,7 +160,7 @@ var builtin = []*Algorithm{
 		Name:     "sliding_window",
 		Doc:      "The two-window weighted estimate: limit per window with O(1) memory.",
 		Params:   []Param{countParam("limit", "cost allowed per window"), windowParam},
-		Commands: hashCmds,
+		Commands: windowCmds,
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Bound: Ratio{2, 1},
 			Why: "sliding_window estimates the previous window's traffic as spread evenly, so traffic bunched at the end of a window gets up to 2×limit through in a window-long interval; use sliding_log where the limit must be exact"},
 		validate: boundProduct("sliding_window", 0, 1, MaxInt/4, "limit × window (µs)"),

@@ -8,7 +8,7 @@ import (
 )
 
 // Protocol is the ARGV layout version the dispatcher speaks; a mismatch is an error reply.
-const Protocol = "2"
+const Protocol = "3"
 
 // Op selects what a call does.
 type Op string
@@ -35,7 +35,11 @@ type Call struct {
 	// which the caller no longer waits: a server that runs the call later writes nothing
 	// and replies with an error starting "RLCTL deadline passed". 0: no deadline.
 	Deadline int64
-	Rules    []Rule
+	// Skew, for a client-clock call, is how far apart (µs) the callers' clocks may be:
+	// every TTL the algorithms set through expire_us is that much longer, so that a key
+	// outlives its state as a caller whose clock runs behind sees it. 0: none.
+	Skew  int64
+	Rules []Rule
 }
 
 // Rule is one rule of a call.
@@ -77,8 +81,15 @@ func (c *Call) Argv() ([]string, error) {
 	if c.Deadline > 0 {
 		deadline = strconv.FormatInt(c.Deadline, 10)
 	}
-	argv := make([]string, 0, 5+len(c.Rules)*6)
-	argv = append(argv, Protocol, string(c.Op), now, deadline, strconv.Itoa(len(c.Rules)))
+	if c.Skew < 0 || c.Skew > MaxInt {
+		return nil, fmt.Errorf("clock skew %d out of range [0, 2^53]", c.Skew)
+	}
+	skew := ""
+	if c.Skew > 0 {
+		skew = strconv.FormatInt(c.Skew, 10)
+	}
+	argv := make([]string, 0, 6+len(c.Rules)*6)
+	argv = append(argv, Protocol, string(c.Op), now, deadline, skew, strconv.Itoa(len(c.Rules)))
 	seen := make(map[string]int, len(c.Rules))
 	for i := range c.Rules {
 		r := &c.Rules[i]

@@ -42,6 +42,10 @@ const (
 	ClockClient = "client" // the caller's clock, passed in ARGV
 )
 
+// DefaultClockSkew is a client-clock policy's ClockSkew unless it sets clock_skew: 250ms,
+// what servers whose clocks NTP keeps in step stay well within.
+const DefaultClockSkew = 250_000
+
 // Policy is a policy block: the rules applied together, all or nothing, to the requests
 // it matches.
 type Policy struct {
@@ -55,7 +59,12 @@ type Policy struct {
 	// OnError is OnErrorAllow (the default), OnErrorDeny or OnErrorLocal.
 	OnError string
 	// Clock is ClockServer (the default) or ClockClient.
-	Clock     string
+	Clock string
+	// ClockSkew is, for ClockClient, how far apart (µs) the callers' clocks may be, each
+	// also stepping back and forth within it: what verify attacks the policy with and
+	// states its limits for (DefaultClockSkew unless clock_skew says otherwise); 0 for
+	// ClockServer.
+	ClockSkew int64
 	Rules     []*Rule // in declaration order, the order the script checks them
 	DeclRange hcl.Range
 }

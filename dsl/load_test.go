@@ -385,3 +385,35 @@ func TestJSONSyntax(t *testing.T) {
 		t.Errorf("Render = %v, %v", req, err)
 	}
 }
+
+// clock_skew sets a client-clock policy's ClockSkew (250ms unless given); on a
+// server-clock policy it is a warning, and a malformed duration an error at its value.
+func TestClockSkew(t *testing.T) {
+	for _, c := range []struct {
+		attrs   string
+		skew    int64
+		summary string
+	}{
+		{`clock = "client"`, DefaultClockSkew, ""},
+		{"clock = \"client\"\n  clock_skew = \"2s\"", 2_000_000, ""},
+		{`clock_skew = "2s"`, 0, "clock_skew without client clocks"},
+		{"clock = \"client\"\n  clock_skew = \"2 s\"", DefaultClockSkew, "Invalid clock_skew"},
+		{"", 0, ""},
+	} {
+		src := "policy \"p\" {\n  " + c.attrs + "\n  rule \"r\" {\n    algorithm = \"gcra\"\n    key = \"k\"\n    rate = \"1/s\"\n    burst = 2\n  }\n}\n"
+		cfg, diags := Parse(map[string][]byte{"p.hcl": []byte(src)})
+		var got string
+		for _, d := range diags {
+			got = d.Summary
+			if d.Subject == nil || d.Subject.Start.Line < 2 {
+				t.Errorf("%q: diagnostic %q without its line", c.attrs, d.Summary)
+			}
+		}
+		if got != c.summary {
+			t.Errorf("%q: diagnostics %v, want %q", c.attrs, diags, c.summary)
+		}
+		if cfg != nil && len(cfg.Policies) == 1 && cfg.Policies[0].ClockSkew != c.skew {
+			t.Errorf("%q: ClockSkew %d, want %d", c.attrs, cfg.Policies[0].ClockSkew, c.skew)
+		}
+	}
+}

@@ -19,6 +19,7 @@ var policySchema = &hcl.BodySchema{
 		{Name: "shard"},
 		{Name: "on_error"},
 		{Name: "clock"},
+		{Name: "clock_skew"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "rule", LabelNames: []string{"name"}}},
 }
@@ -73,6 +74,22 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 	if a := content.Attributes["clock"]; a != nil {
 		if v, ok := l.oneOf(a, []string{ClockServer, ClockClient}, `"server" reads Redis's clock once per call (the default; immune to client clock skew), "client" uses the caller's clock, for tests and replays.`); ok {
 			p.Clock = v
+		}
+	}
+	if p.Clock == ClockClient {
+		p.ClockSkew = DefaultClockSkew
+	}
+	if a := content.Attributes["clock_skew"]; a != nil {
+		if s, ok := l.constString(a); ok {
+			us, err := parseDuration(s)
+			switch {
+			case err != nil:
+				l.add(errorf(a.Expr.Range(), "Invalid clock_skew", "clock_skew: %s", err))
+			case p.Clock != ClockClient:
+				l.add(warnf(a.Range, "clock_skew without client clocks", "clock_skew states how far apart the clients' clocks may be, which matters only with clock = \"client\": this policy reads Redis's clock, so it is ignored. Remove it, or set clock = \"client\"."))
+			default:
+				p.ClockSkew = us
+			}
 		}
 	}
 	guards := nonEmpty(p.Match)

@@ -325,6 +325,7 @@ type group struct {
 	idx    []int // indexes into the request's rules
 	client bool
 	slot   int
+	skew   int64 // the largest ClockSkew of its rules' policies (client clocks)
 }
 
 func (e *Engine) groups(rules []pending) []group {
@@ -342,6 +343,9 @@ func (e *Engine) groups(rules []pending) []group {
 			gs = append(gs, group{client: rules[i].client, slot: slot})
 		}
 		gs[j].idx = append(gs[j].idx, i)
+		if rules[i].client {
+			gs[j].skew = max(gs[j].skew, rules[i].policy.ClockSkew)
+		}
 	}
 	return gs
 }
@@ -377,7 +381,7 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 	for _, g := range e.groups(rules) {
 		call := algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime, Rules: make([]algorithms.Rule, len(g.idx))}
 		if g.client {
-			call.Now = sent.UnixMicro()
+			call.Now, call.Skew = sent.UnixMicro(), g.skew
 		}
 		for k, i := range g.idx {
 			call.Rules[k] = rules[i].call

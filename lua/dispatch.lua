@@ -6,7 +6,9 @@
 --       [3] now in microseconds, or "" to read the server clock (TIME)
 --       [4] deadline: the server-clock instant in microseconds after which the caller no
 --           longer waits for this call, or "" for none
---       [5] number of rules n (= #KEYS)
+--       [5] clock skew: with client clocks, how far apart callers' clocks may be, in
+--           microseconds, added to every TTL set through expire_us; "" for none
+--       [6] number of rules n (= #KEYS)
 --       then per rule: algorithm name, cost (integer >= 0), flags (bit 1: shadow),
 --       and the algorithm's parameters (a fixed count per algorithm).
 -- Reply (check): {allowed, deciding rule (1-based, 0 when allowed), now_us, server_us,
@@ -65,9 +67,16 @@ if ARGV[4] ~= '' then
   end
 end
 
-local n = int_arg(ARGV[5], 0)
+if ARGV[5] ~= '' then
+  TTL_SLACK = int_arg(ARGV[5], 0)
+  if TTL_SLACK == nil then
+    return redis.error_reply('RLCTL bad clock skew ' .. tostring(ARGV[5]))
+  end
+end
+
+local n = int_arg(ARGV[6], 0)
 if n == nil or n ~= #KEYS then
-  return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[5]) .. ' does not match ' .. #KEYS .. ' keys')
+  return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[6]) .. ' does not match ' .. #KEYS .. ' keys')
 end
 
 -- Parse every rule before touching any key. Each algorithm the call uses is instantiated
@@ -75,7 +84,7 @@ end
 -- refund. Rule r lives at rs[4r-3 .. 4r]: its algorithm's index i, cost, shadow flag and
 -- parameters. Flat arrays keep a call's allocations low.
 local rs, loaded = {}, {}
-local a = 6
+local a = 7
 for r = 1, n do
   local name = ARGV[a]
   local base = 0

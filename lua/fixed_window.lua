@@ -6,6 +6,9 @@
 --         remaining = limit - n (after the charge when allowed), never below 0.
 --         retry_after = the end of the current window (the next window is empty), -1 when
 --         cost > limit. reset_after = the end of the current window when n > 0, else 0.
+-- Clocks: with client clocks, a request whose clock is in an earlier window than the key's
+--         (a caller whose clock runs behind) counts in the key's window: a key's window
+--         never moves back, so callers whose clocks disagree cannot reopen a window.
 -- TTL:    until the end of the window, rounded up to a millisecond; an expired key and a
 --         key from an older window mean the same thing, so expiry never changes a decision.
 -- Known:  a client can spend `limit` at the end of one window and `limit` again at the start
@@ -14,12 +17,15 @@
 params = {'pos', 'pos'}
 
 
+-- used returns the window a request at window index win counts in (the key's, when that
+-- is later) and the cost charged in it.
 local function used(key, win)
   local st = call('HMGET', key, 'w', 'n')
-  if tonumber(st[1]) == win then
-    return tonumber(st[2]) or 0
+  local w = tonumber(st[1])
+  if w ~= nil and w >= win then
+    return w, tonumber(st[2]) or 0
   end
-  return 0
+  return win, 0
 end
 
 function validate(p)
@@ -30,8 +36,7 @@ end
 
 function check(key, now, cost, p)
   local limit, window = p[1], p[2]
-  local win = idiv(now, window)
-  local n = used(key, win)
+  local win, n = used(key, idiv(now, window))
   local to_end = (win + 1) * window - now
   local reset = 0
   if n > 0 then
@@ -55,8 +60,7 @@ function commit(key, w)
 end
 
 function refund(key, now, cost, p)
-  local win = idiv(now, p[2])
-  local n = used(key, win)
+  local win, n = used(key, idiv(now, p[2]))
   if n > 0 then
     call('HSET', key, 'n', nonneg(n - cost))
   end

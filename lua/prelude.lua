@@ -21,7 +21,7 @@
 -- (Lua 5.1 prints them with %.14g); they reach Redis only as redis.call arguments, which
 -- Redis formats exactly.
 
-local PROTOCOL = "2"
+local PROTOCOL = "3"
 local MAX_INT = 9007199254740992 -- 2^53
 local call = redis.call
 local tonumber = tonumber
@@ -62,6 +62,11 @@ end
 -- expire_us makes a key outlive the next us microseconds. Redis keeps expiry instants in
 -- milliseconds and truncates the current time to its millisecond, hence the extra one: a key
 -- never disappears while its state still means something.
+--
+-- With client clocks the dispatcher sets TTL_SLACK to how far apart callers' clocks may
+-- be (ARGV[5]): a caller whose clock runs behind sees the state as meaning something that
+-- much longer, so the key must live that much longer too.
+local TTL_SLACK = 0
 local function expire_us(key, us)
-  call('PEXPIRE', key, cdiv(nonneg(us), 1000) + 1)
+  call('PEXPIRE', key, cdiv(nonneg(us) + TTL_SLACK, 1000) + 1)
 end

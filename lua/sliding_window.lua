@@ -16,6 +16,11 @@
 -- Bound:  the estimate assumes the previous window's traffic was spread evenly; in any
 --         window-long interval at most 2*limit can pass (all of p at the very end of the
 --         previous window). verify checks the documented bound.
+-- Clocks: with client clocks, a request whose clock is in an earlier window than the key's
+--         (a caller whose clock runs behind) is decided as at the start of the key's window,
+--         where everything stored weighs fully, and its times are counted from its own
+--         clock: the key's window never moves back, so callers whose clocks disagree cannot
+--         reopen a window.
 -- TTL:    until the current window's count stops weighing, i.e. the end of the next window.
 
 params = {'pos', 'pos'}
@@ -27,45 +32,51 @@ function validate(p)
   end
 end
 
--- view returns the window index, the elapsed time in it, and the counts (c, p) as seen at now.
+-- view returns the window index, the elapsed time in it, and the counts (c, p) as seen at
+-- now, and the time from now to the instant they are seen at (> 0 only when now is in an
+-- earlier window than the key's: then they are seen at the start of the key's window).
 local function view(key, now, window)
   local win = idiv(now, window)
   local st = call('HMGET', key, 'w', 'c', 'p')
   local w = tonumber(st[1])
   if w == win then
-    return win, now - win * window, tonumber(st[2]) or 0, tonumber(st[3]) or 0
+    return win, now - win * window, tonumber(st[2]) or 0, tonumber(st[3]) or 0, 0
   elseif w == win - 1 then
-    return win, now - win * window, 0, tonumber(st[2]) or 0
+    return win, now - win * window, 0, tonumber(st[2]) or 0, 0
+  elseif w ~= nil and w > win then
+    return w, 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0, w * window - now
   end
-  return win, now - win * window, 0, 0
+  return win, now - win * window, 0, 0, 0
 end
 
 function check(key, now, cost, p)
   local limit, window = p[1], p[2]
-  local win, e, cur, prev = view(key, now, window)
+  local win, e, cur, prev, shift = view(key, now, window)
   local weight = prev * (window - e)
+  -- te is e as a time offset from now: times below are window instants less te.
+  local te = e - shift
   local used = cdiv(weight, window)
   local reset = 0
   if cur > 0 then
-    reset = 2 * window - e
+    reset = 2 * window - te
   elseif weight > 0 then
-    reset = window - e
+    reset = window - te
   end
   if cost > limit then
     return 0, nonneg(limit - cur - used), -1, reset, limit
   end
   if weight + (cur + cost) * window <= limit * window then
     if cost > 0 then
-      reset = 2 * window - e
+      reset = 2 * window - te
     end
-    return 1, nonneg(limit - cur - cost - used), 0, reset, limit, {win, cur + cost, prev, 2 * window - e}
+    return 1, nonneg(limit - cur - cost - used), 0, reset, limit, {win, cur + cost, prev, 2 * window - te}
   end
   -- Denied. First try later in this window: prev's weight must fall to (limit - cur - cost).
   local room = limit - cur - cost
   if room >= 0 then
     local e2 = window - idiv(room * window, prev)
     if e2 < window then
-      return 0, nonneg(limit - cur - used), e2 - e, reset, limit
+      return 0, nonneg(limit - cur - used), e2 - te, reset, limit
     end
   end
   -- Next window: c becomes the previous count and decays; when even that is too much the
@@ -74,7 +85,7 @@ function check(key, now, cost, p)
   if cur > 0 then
     e3 = nonneg(window - idiv((limit - cost) * window, cur))
   end
-  return 0, nonneg(limit - cur - used), window - e + e3, reset, limit
+  return 0, nonneg(limit - cur - used), window - te + e3, reset, limit
 end
 
 function commit(key, w)

@@ -179,6 +179,7 @@ func Check(cfg *dsl.Config, opts ...Option) (*Findings, error) {
 			}
 			for i, w := range sets {
 				sub := newSubject(ru.Algorithm, w, fmt.Sprintf("rl:verify:%s:%s:%d", p.Name, ru.Name, i))
+				sub.slack = p.ClockSkew
 				if i == 0 {
 					stack = append(stack, stackRule{sub: sub, shadow: ru.Shadow, name: ru.Name})
 				}
@@ -332,7 +333,7 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 		if err != nil {
 			return nil, err
 		}
-		steps, res, err := genRule(rng, sub, g, c.span(sub), c.steps(c.o.budget-calls))
+		steps, res, err := genRule(rng, sub, g, c.span(sub), c.steps(c.o.budget-calls), nil)
 		calls += g.calls
 		c.calls += g.calls + g.probeCalls
 		traces++
@@ -405,6 +406,13 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 		out = append(out, r)
 	}
 	out = append(out, c.determinism(p, ru, sub, params, first))
+	if p.Clock == dsl.ClockClient {
+		r, err := c.clientClocks(p, ru, sub, params)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
 	race, err := c.commandRace(p, ru, sub, params, fe.traces > 0)
 	if err != nil {
 		return nil, err
@@ -533,10 +541,14 @@ func (s *subject) stepText(st step) string {
 	if st.release {
 		return "release " + leaseID(st.lease)
 	}
+	text := fmt.Sprintf("cost %d", st.cost)
 	if s.lease >= 0 {
-		return fmt.Sprintf("cost %d %s", st.cost, leaseID(st.lease))
+		text += " " + leaseID(st.lease)
 	}
-	return fmt.Sprintf("cost %d", st.cost)
+	if st.skew != 0 {
+		text += fmt.Sprintf(" (client clock %s%s)", map[bool]string{true: "+", false: "-"}[st.skew > 0], fmtUS(max(st.skew, -st.skew)))
+	}
+	return text
 }
 
 // request names a step in a sentence: "a request of cost 0 at +1m0.5s".

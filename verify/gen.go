@@ -10,8 +10,10 @@ import (
 // the capacity and more than it, idle gaps past every TTL, and (for leases) releases.
 // The trace covers about span µs of virtual time and has at most maxSteps steps. A step
 // whose call fails ends the trace: the steps come back with it, the results without it,
-// and a *callError.
-func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int) ([]step, []result, error) {
+// and a *callError. With clk, each request comes from one of its clients, whose clock is
+// off the true one (the steps' times) by its skew; without, every clock is true and a
+// third of the requests are probed.
+func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *clocks) ([]step, []result, error) {
 	w := max(s.spec.window, 1)
 	capacity := s.spec.limit
 	var steps []step
@@ -27,6 +29,9 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int) ([]st
 	var lastRetry int64
 
 	emit := func(st step) error {
+		if clk != nil {
+			st.skew, st.probe = clk.next(rng), false
+		}
 		res, err := s.exec(g, st)
 		if err != nil {
 			steps = append(steps, st)
@@ -173,4 +178,34 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int) ([]st
 		}
 	}
 	return steps, results, nil
+}
+
+// clocks are the skewed clocks of a client-clock trace's clients: each is off the true
+// clock by an offset within ±skew/2 (so two differ by at most skew), starting at the
+// extremes, and now and then steps to another offset in that range, back or forth.
+type clocks struct {
+	skew    int64
+	offsets []int64
+	last    int // the client of the previous request
+}
+
+func newClocks(rng *rand.Rand, skew int64) *clocks {
+	h := skew / 2
+	return &clocks{skew: skew, offsets: []int64{-h, skew - h, rng.Int64N(skew+1) - h}}
+}
+
+// next returns the offset of the client the next request comes from: half the time the
+// client after the previous one (clients taking turns is what exposes state that a clock
+// running behind moves back), else one at random.
+func (c *clocks) next(rng *rand.Rand) int64 {
+	i := rng.IntN(len(c.offsets))
+	if rng.IntN(2) == 0 {
+		i = (c.last + 1) % len(c.offsets)
+	}
+	c.last = i
+	if rng.IntN(16) == 0 {
+		h := c.skew / 2
+		c.offsets[i] = []int64{-h, c.skew - h, rng.Int64N(c.skew+1) - h}[rng.IntN(3)]
+	}
+	return c.offsets[i]
 }

@@ -236,7 +236,7 @@ func checkExpiry(s *subject, g *rig, steps []step, res []result) *violation {
 		return nil
 	}
 	horizon = max(horizon, steps[len(steps)-1].at)
-	gap := expiryGap + s.spec.prec.TTL
+	gap := expiryGap + s.spec.prec.TTL + s.slack
 	g.at(horizon + gap)
 	if n := g.h.Len(); n > 0 {
 		keys := g.h.Keys()

@@ -89,6 +89,9 @@ type subject struct {
 	key    string
 	spec   spec
 	lease  int // the wire slot of the lease parameter, or -1
+	// slack is the clock skew its calls carry (algorithms.Call.Skew): a client-clock
+	// policy's, so that its keys outlive a clock running behind, as in production.
+	slack int64
 }
 
 func newSubject(a *algorithms.Algorithm, params []int64, key string) *subject {
@@ -175,7 +178,7 @@ func (s *subject) rule(st step) algorithms.Rule {
 
 // exec runs one step on g.
 func (s *subject) exec(g *rig, st step) (result, error) {
-	c := algorithms.Call{Op: algorithms.OpCheck, Rules: []algorithms.Rule{s.rule(st)}}
+	c := algorithms.Call{Op: algorithms.OpCheck, Skew: s.slack, Rules: []algorithms.Rule{s.rule(st)}}
 	if st.release {
 		c.Op = algorithms.OpRefund
 	}
@@ -220,7 +223,7 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 		g.h.Restore(snap)
 		q := st
 		q.at, q.cost, q.lease, q.probe = at, cost, probeLease+st.lease, false
-		c := algorithms.Call{Op: algorithms.OpCheck, Rules: []algorithms.Rule{s.rule(q)}}
+		c := algorithms.Call{Op: algorithms.OpCheck, Skew: s.slack, Rules: []algorithms.Rule{s.rule(q)}}
 		rep, err := g.do(at, st.skew, &c)
 		if err != nil {
 			return algorithms.RuleResult{}, false, err
@@ -243,7 +246,7 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 	fresh.key = s.key + ":fresh"
 	q := st
 	q.cost, q.lease = 0, probeLease
-	c := algorithms.Call{Op: algorithms.OpCheck, Rules: []algorithms.Rule{fresh.rule(q)}}
+	c := algorithms.Call{Op: algorithms.OpCheck, Skew: s.slack, Rules: []algorithms.Rule{fresh.rule(q)}}
 	rep, err := g.do(st.at, st.skew, &c)
 	if err != nil {
 		return p, err
