@@ -1,0 +1,19 @@
+algorithm "bucket_retry_floor" {
+  source   = "bucket_retry_floor.lua"
+  params   = { capacity = "count", rate = "rate" }
+  commands = ["HMGET", "HSET", "PEXPIRE"]
+  doc      = "A token bucket kept as the tokens it owes."
+  guarantee "rate" {
+    burst = param.capacity
+    rate  = param.rate
+  }
+}
+
+policy "bucket" {
+  rule "per_key" {
+    algorithm = "bucket_retry_floor"
+    key       = "k"
+    capacity  = 5
+    rate      = "3/2s"
+  }
+}

@@ -1,0 +1,23 @@
+algorithm "coarse_ttl_zero" {
+  source   = "coarse_ttl_zero.lua"
+  params   = { capacity = "count", rate = "rate" }
+  commands = ["HMGET", "HSET", "EXPIRE"]
+  doc      = "A token bucket answering in whole milliseconds and expiring in whole seconds."
+  guarantee "rate" {
+    burst = param.capacity
+    rate  = param.rate
+    precision {
+      retry_after = "1ms"
+      ttl         = "1s"
+    }
+  }
+}
+
+policy "coarse_bucket" {
+  rule "per_key" {
+    algorithm = "coarse_ttl_zero"
+    key       = "k"
+    capacity  = 5
+    rate      = "3/2s"
+  }
+}

@@ -1,0 +1,19 @@
+algorithm "gcra_impossible" {
+  source   = "gcra_impossible.lua"
+  params   = { rate = "rate", burst = "count" }
+  commands = ["GET", "SET"]
+  doc      = "GCRA with one integer TAT set with PX."
+  guarantee "rate" {
+    burst = param.burst
+    rate  = param.rate
+  }
+}
+
+policy "tat_gcra" {
+  rule "per_key" {
+    algorithm = "gcra_impossible"
+    key       = "k"
+    rate      = "2/s"
+    burst     = 4
+  }
+}

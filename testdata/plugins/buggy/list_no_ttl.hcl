@@ -1,0 +1,19 @@
+algorithm "list_no_ttl" {
+  source   = "list_no_ttl.lua"
+  params   = { limit = "count", window = "duration" }
+  commands = ["LRANGE", "LPOP", "RPUSH", "PEXPIRE"]
+  doc      = "A sliding log in a list of instants, oldest first."
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
+}
+
+policy "list_log" {
+  rule "per_key" {
+    algorithm = "list_no_ttl"
+    key       = "k"
+    limit     = 5
+    window    = "10s"
+  }
+}

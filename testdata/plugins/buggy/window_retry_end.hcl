@@ -1,0 +1,21 @@
+algorithm "window_retry_end" {
+  source   = "window_retry_end.lua"
+  params   = { limit = "count", window = "duration" }
+  commands = ["HMGET", "HSET", "PEXPIRE"]
+  doc      = "The sliding-window estimate over the current and previous aligned windows."
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+    bound  = 2
+    why    = "the estimate takes the previous window's cost as spread evenly, so a burst at its end still lets nearly the limit through at the start of the next"
+  }
+}
+
+policy "two_window" {
+  rule "per_key" {
+    algorithm = "window_retry_end"
+    key       = "k"
+    limit     = 4
+    window    = "10s"
+  }
+}
