@@ -44,19 +44,33 @@
 //     the plugin's own file and line ([Result].Error, mapped by algorithms.Script.Locate)
 //     and a counterexample shrunk to the requests that lead to it, the last one marked.
 //     The other properties are checked on the requests before each error.
-//   - limit: the algorithm's statement (see [Result].Statement). sliding_log: in every
-//     interval shorter than the window, at most limit; token_bucket, leaky_bucket and gcra:
-//     in every interval of length T, at most capacity + T·rate/period; concurrency: at most
-//     max leases held at once. fixed_window and sliding_window are held to the sliding
-//     statement and reported as [Warn] when they exceed it by up to their documented 2×
-//     (fixed_window's boundary burst; exactly 2× included), [Fail] beyond it. Messages
-//     quote the limit, and the 2× bound apart from it.
-//   - retry-after: sound (the same request is denied at every earlier instant) and
-//     sufficient (it passes at the advised instant), with nothing in between; -1 exactly
-//     when the cost exceeds the limit.
+//   - limit: the algorithm's guarantee (algorithms.Guarantee; a plugin's guarantee
+//     block), never inferred from parameter names. Shapes: window (in every interval
+//     shorter than the window, at most amount: sliding_log), rate (in every interval of
+//     length T, at most burst + T·rate: token_bucket, leaky_bucket, gcra), in_flight (at
+//     most amount held at once: concurrency), none (skipped, saying so). Exact unless the
+//     guarantee declares a bound: between the exact statement and bound × it is [Warn],
+//     by design (fixed_window's and sliding_window's 2×, exactly 2× included), beyond it
+//     [Fail]. Messages quote the limit, and the bound apart from it.
+//   - retry-after: sound (the same request is denied at every earlier instant, less the
+//     guarantee's declared retry-after precision) and sufficient (it passes at the
+//     advised instant), with nothing in between; -1 exactly when the cost exceeds the
+//     limit.
+//   - remaining: never negative nor above the limit; a request of that cost at the same
+//     instant passes and one of a unit more does not; the reply's limit is the
+//     guarantee's amount. Checked with probes: each run on a copy of the state
+//     (luahost.Snapshot) and then forgotten, so the trace goes on as if nobody asked.
+//   - reset-after: a peek at that instant answers as for an empty key, and one before it
+//     (less the declared precision) does not; a key that expires while its state still
+//     counts is named as a TTL too short.
 //   - atomicity: a denied request and a peek change nothing.
-//   - expiry: no key outlives the last reset-after.
+//   - expiry: no key outlives the last reset-after (plus the declared TTL precision and,
+//     for client clocks, the policy's clock skew).
 //   - determinism: a trace run twice on fresh hosts gives identical replies and state.
+//   - limit (client clocks), for policies with clock = "client": requests come from
+//     clients whose clocks are up to the policy's clock_skew apart and step back and
+//     forth within it; the limit is judged on the true clock, its intervals widened by
+//     the skew. A key whose state a clock running behind moves back fails it.
 //   - race (redis.call): the algorithm run without the script's atomicity — each
 //     client's check and commit a coroutine yielding before every Redis command, clients
 //     interleaved command by command — is shown breaking the limit ([Note]): the reason
@@ -92,8 +106,9 @@
 //	    "policy": "careless",
 //	    "rule": "per_user",       // absent for a whole-policy property
 //	    "algorithm": "careless_window", "params": "limit=4 window=10s",
-//	    "property": "errors",     // errors, limit, retry-after, atomicity, expiry,
-//	                              // determinism, race, race (cluster), race (redis.call), *
+//	    "property": "errors",     // errors, limit, retry-after, remaining, reset-after,
+//	                              // atomicity, expiry, determinism, limit (client clocks),
+//	                              // race, race (cluster), race (redis.call), *
 //	    "status": "fail",         // pass, skip, note, warn, fail
 //	    "statement": "…", "detail": "…",
 //	    "calls": 3000,
@@ -109,8 +124,4 @@
 //
 // "error", "rule", "algorithm", "params", "client" and "mark" are left out when empty; a
 // result's "error" is the script error a request raised, at its file and line.
-//
-// A plugin's limit statement is read from its parameter names: limit and window (a
-// window algorithm), capacity or burst and rate (a rate algorithm), max, ttl and a lease
-// (a concurrency limit).
 package verify
