@@ -145,8 +145,10 @@ func (c *checker) steps(left int) int {
 //
 // For each rule, and for each distinct set of parameter values its expressions give to
 // the requests of cfg's scenarios (or to an empty request), it generates traces of
-// requests to one key (see genRule) and checks: limit (the algorithm's statement, see
-// spec), retry-after, atomicity of single requests, expiry and determinism; and it runs
+// requests to one key (see genRule) and checks: limit (the algorithm's declared
+// guarantee, see spec), retry-after, remaining, reset-after, atomicity of single
+// requests, expiry and determinism, and for a client-clock policy the limit against
+// skewed clocks; and it runs
 // the rule's algorithm with its commands interleaved across concurrent clients (race at
 // redis.call granularity). For each policy it checks the atomicity of the stack and
 // races of whole requests at script granularity, and, when the policy has several rules
