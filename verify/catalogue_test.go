@@ -24,6 +24,9 @@ import (
 //     <property>" in place of the base's header comment, and its .hcl is the base's with
 //     the algorithm's name and source changed. verify must fail the named property, and
 //     every failing counterexample must be a handful of requests (maxCatalogueSteps).
+//     A fourth line "-- known-miss: <what verify lacks>" marks a bug verify does not catch
+//     yet: the test logs it as missed instead of failing, and fails once verify catches
+//     it, so that the line goes.
 
 // maxCatalogueSteps is the most steps a buggy plugin's counterexample may take.
 const maxCatalogueSteps = 12
@@ -35,6 +38,7 @@ var catalogueDir = filepath.Join("..", "testdata", "plugins")
 type catalogueRow struct {
 	name, want string
 	failed     []string
+	miss       bool   // a known miss, not caught
 	steps      string // the counterexample sizes of the failures, in result order
 	took       time.Duration
 	ok         bool
@@ -46,6 +50,7 @@ func TestCatalogue(t *testing.T) {
 	}
 	var rows []catalogueRow
 	caught, buggy, passing, correct := 0, 0, 0, 0
+	var misses []string
 	for _, kind := range []string{"correct", "buggy"} {
 		paths, err := filepath.Glob(filepath.Join(catalogueDir, kind, "*.hcl"))
 		if err != nil {
@@ -72,13 +77,16 @@ func TestCatalogue(t *testing.T) {
 				if row.ok {
 					caught++
 				}
+				if row.miss {
+					misses = append(misses, name)
+				}
 			})
 			rows = append(rows, row)
 		}
 	}
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "plugin\texpected\tfailed\tcounterexample steps\tseconds\tok")
+	fmt.Fprintln(w, "plugin\texpected\tfailed\tcounterexample steps\tseconds\tverdict")
 	for _, r := range rows {
 		failed := strings.Join(r.failed, ", ")
 		if failed == "" {
@@ -88,11 +96,18 @@ func TestCatalogue(t *testing.T) {
 		if steps == "" {
 			steps = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.2f\t%v\n", r.name, r.want, failed, steps, r.took.Seconds(), r.ok)
+		verdict := map[bool]string{true: "ok", false: "WRONG"}[r.ok]
+		if r.miss {
+			verdict = "known miss"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.2f\t%s\n", r.name, r.want, failed, steps, r.took.Seconds(), verdict)
 	}
 	w.Flush()
 	t.Logf("plugin catalogue:\n%s", b.String())
 	t.Logf("buggy plugins caught: %d/%d", caught, buggy)
+	if len(misses) > 0 {
+		t.Logf("known misses (verify does not catch them yet): %s", strings.Join(misses, ", "))
+	}
 	t.Logf("correct plugins passing: %d/%d", passing, correct)
 }
 
@@ -164,11 +179,12 @@ func checkBuggy(t *testing.T, path, name string, row *catalogueRow) bool {
 	}
 	lines := strings.Split(string(src), "\n")
 	var base, want string
-	if len(lines) < 3 || !strings.HasPrefix(lines[0], "-- base: ") || !strings.HasPrefix(lines[1], "-- bug: ") || !strings.HasPrefix(lines[2], "-- caught-by: ") {
+	if len(lines) < 4 || !strings.HasPrefix(lines[0], "-- base: ") || !strings.HasPrefix(lines[1], "-- bug: ") || !strings.HasPrefix(lines[2], "-- caught-by: ") {
 		t.Fatalf("%s must open with the lines -- base: <correct name>, -- bug: <what is wrong>, -- caught-by: <property>", luaPath)
 	}
 	base = strings.TrimPrefix(lines[0], "-- base: ")
 	want = strings.TrimPrefix(lines[2], "-- caught-by: ")
+	miss, knownMiss := strings.CutPrefix(lines[3], "-- known-miss: ")
 	row.want = want
 	if !slices.Contains(catalogueProps, want) {
 		t.Errorf("caught-by %q is not a property: %s", want, strings.Join(catalogueProps, ", "))
@@ -205,7 +221,15 @@ func checkBuggy(t *testing.T, path, name string, row *catalogueRow) bool {
 		}
 	}
 	row.steps = strings.Join(sizes, " ")
-	if !slices.Contains(row.failed, want) {
+	switch caught := slices.Contains(row.failed, want); {
+	case knownMiss && caught:
+		t.Errorf("verify now fails %s: remove the known-miss line (%s)", want, miss)
+		return good
+	case knownMiss:
+		row.miss = true
+		t.Logf("KNOWN MISS: verify does not fail %s (failed: %v): %s", want, row.failed, miss)
+		return false
+	case !caught:
 		t.Errorf("verify did not fail %s (failed: %v): the bug is %s", want, row.failed, strings.TrimPrefix(lines[1], "-- bug: "))
 		for _, r := range f.Results {
 			t.Logf("%s/%s %s: %s %s", r.Policy, r.Rule, r.Property, r.Status, r.Detail)

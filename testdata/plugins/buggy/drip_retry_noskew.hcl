@@ -1,0 +1,20 @@
+algorithm "drip_retry_noskew" {
+  source   = "drip_retry_noskew.lua"
+  params   = { capacity = "count", rate = "rate" }
+  commands = ["HMGET", "HSET", "PEXPIRE"]
+  doc      = "A leaky bucket as a meter whose clock never runs back, for client clocks."
+  guarantee "rate" {
+    burst = param.capacity
+    rate  = param.rate
+  }
+}
+
+policy "drip_meter" {
+  clock = "client"
+  rule "per_key" {
+    algorithm = "drip_retry_noskew"
+    key       = "k"
+    capacity  = 4
+    rate      = "2/s"
+  }
+}

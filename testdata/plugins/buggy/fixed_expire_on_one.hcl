@@ -1,0 +1,21 @@
+algorithm "fixed_expire_on_one" {
+  source   = "fixed_expire_on_one.lua"
+  params   = { limit = "count", window = "duration" }
+  commands = ["HGET", "HINCRBY", "DEL", "PEXPIRE"]
+  doc      = "A fixed-window counter in a hash field named by the window."
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+    bound  = 2
+    why    = "a fixed window lets a client spend the limit at the end of one window and again at the start of the next"
+  }
+}
+
+policy "hash_fixed" {
+  rule "per_key" {
+    algorithm = "fixed_expire_on_one"
+    key       = "k"
+    limit     = 4
+    window    = "10s"
+  }
+}
