@@ -3,6 +3,7 @@
 --
 -- KEYS:   the rule's key, a list of instants (µs), one entry per unit of cost charged,
 --         oldest first (the server's clock never runs back, so RPUSH keeps it sorted).
+--         commit pops with LPOP key count (Redis >= 6.2).
 -- params: limit (count >= 1, at most 1000: one entry per unit), window (µs >= 1).
 -- check:  live = the entries after now - window (the tail of the list from the first
 --         such entry); a request of cost c is allowed iff live + c <= limit.
