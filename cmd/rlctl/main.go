@@ -7,7 +7,7 @@
 //	rlctl verify [-budget N] [-duration D] [-seed N] [-strict] [-json] FILE|DIR...
 //	rlctl bench -redis URL [-n N] [-c C] [-duration D] FILE
 //	rlctl version
-//	rlctl help [COMMAND]
+//	rlctl help [COMMAND|TOPIC]     topics: plugins
 //
 // Exit status: 0 success, 1 failure (invalid policies, unformatted files), 2 usage error.
 package main
@@ -104,7 +104,77 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.short)
 	}
-	fmt.Fprintf(w, "\nrun 'rlctl help COMMAND' for a command's flags and arguments\n")
+	fmt.Fprintf(w, "\ntopics:\n")
+	for _, t := range topics {
+		fmt.Fprintf(w, "  %-10s %s\n", t.name, t.short)
+	}
+	fmt.Fprintf(w, "\nrun 'rlctl help COMMAND' for a command's flags and arguments, 'rlctl help TOPIC' for a topic\n")
+}
+
+// topic is a help text that is not a command's: rlctl help TOPIC prints it.
+type topic struct {
+	name  string
+	short string // one line for the topic list
+	text  string
+}
+
+var topics = []*topic{topicPlugins}
+
+var topicPlugins = &topic{
+	name:  "plugins",
+	short: "write a rate-limiting algorithm in Lua, declare it in HCL, verify it",
+	text: `A plugin is an algorithm written in Lua and declared in a policy file. The engine runs
+it inside its one atomic script call per request, like a built-in, and rlctl verify holds
+it to the guarantee it declares. docs/plugins.md walks through writing one, the
+policies/simple_gcra.hcl used here.
+
+The algorithm block:
+
+  algorithm "simple_gcra" {
+    source   = "plugins/simple_gcra.lua"              # relative to the policy file
+    params   = { rate = "rate", burst = "count" }     # in wire order
+    commands = ["GET", "SET", "DEL", "PEXPIRE"]       # every Redis command the Lua runs
+    doc      = "GCRA on one string key."
+    guarantee "rate" {                                # required
+      burst = param.burst
+      rate  = param.rate
+    }
+  }
+
+  params kinds: count (one integer >= 1), duration (one, in µs), rate (two: the amount
+  and the period in µs), lease (a string: the id the engine gives each request).
+
+The guarantee block states what verify checks every rule against, from param.NAME:
+  window     amount, window   at most amount in every interval shorter than window
+  rate       burst, rate      at most burst + T × rate in every interval of length T
+  in_flight  amount, ttl      at most amount held at once by leases younger than ttl
+  none       no limit         verify skips the limit property and says so
+  Exact by default. bound = 2 with why = "…" for an algorithm that may reach twice its
+  limit by design; precision { retry_after, reset_after, ttl } for answers that may be
+  that much late, never early. Nothing is inferred from parameter names.
+
+The Lua assigns, at its top level (see lua/dispatch.lua, lua/gcra.lua):
+  params                    {'pos', ...}: one per wire value, 'str' for a lease
+  validate(p)               optional: a message when the parameters cannot work
+  check(key, now, cost, p)  decides, writes nothing; returns allowed (1 or 0),
+                            remaining, retry_after_us (0 when allowed, -1 when the cost
+                            can never fit), reset_after_us, limit[, pending]
+  commit(key, pending)      writes what check decided, once every rule allows
+  refund(key, now, cost, p) optional: gives a charge back
+  Time is integer microseconds and every value an integer below 2^53. The prelude's
+  idiv, cdiv, nonneg, MAX_INT and call are in scope; set TTLs with expire_us(key, us).
+
+Commands: only those listed, on the rule's own key, from those that Redis and the
+in-process host both run (validate names them). Never TIME (check gets now), KEYS, SCAN,
+FLUSHDB, EVAL or blocking commands such as BLPOP.
+
+Check it:
+  rlctl validate FILE   the block, the Lua's syntax, globals, commands, check's returns
+  rlctl verify FILE     every property against the guarantee, with shrunk counterexamples
+  rlctl simulate FILE   the policy's scenarios through the engine, on a virtual clock
+
+See docs/plugins.md.
+`,
 }
 
 // flags returns a flag set for command name that reports errors as usage errors and prints nothing
@@ -129,17 +199,24 @@ func parse(e *env, fs *flag.FlagSet, args []string) error {
 
 var cmdHelp = &command{
 	name:  "help",
-	args:  "[COMMAND]",
-	short: "show help for rlctl or one command",
+	args:  "[COMMAND|TOPIC]",
+	short: "show help for rlctl, one command or a topic",
+	long:  "Help prints the list of commands and topics, or the help of one.\n",
 	run: func(e *env, args []string) error {
 		switch len(args) {
 		case 0:
 			usage(e.stdout)
 			return nil
 		case 1:
+			for _, t := range topics {
+				if t.name == args[0] {
+					fmt.Fprint(e.stdout, t.text)
+					return nil
+				}
+			}
 			c := lookup(args[0])
 			if c == nil {
-				fmt.Fprintf(e.stderr, "rlctl: error: unknown command %q\n", args[0])
+				fmt.Fprintf(e.stderr, "rlctl: error: unknown command or topic %q\n", args[0])
 				return errUsage
 			}
 			fmt.Fprintf(e.stdout, "usage: rlctl %s %s\n\n%s", c.name, c.args, c.long)

@@ -15,6 +15,11 @@ var cmdValidate = &command{
 and reports every problem with its file:line:col, the source it refers to, and how to
 fix it. Warnings are printed but do not fail validation.
 
+A plugin algorithm block is checked with its Lua: the parameters and their kinds, the
+guarantee, the Lua's syntax, that it creates no globals and assigns params, check and
+commit, that it calls only the commands it lists (and those only from the ones allowed),
+that check returns five or six values and writes nothing. See 'rlctl help plugins'.
+
 Exit status: 0 valid, 1 invalid, 2 usage error.
 `,
 	run: func(e *env, args []string) error {

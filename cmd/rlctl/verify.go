@@ -23,17 +23,25 @@ Per rule (for each parameter value its expressions take in the files' scenarios)
   errors             no request makes the script raise an error (a plugin's Lua runtime
                      error): the request that does, at the plugin's file:line; the other
                      properties are checked on the requests before it
-  limit              the algorithm's limit in every interval (sliding_log: at most limit
-                     in any window; buckets and gcra: capacity plus what refills; leases:
-                     at most max held). fixed_window and sliding_window are reported
-                     (WARN) for exceeding the limit by up to their documented 2×, and a
-                     plugin with limit and window parameters is held to the same; more
-                     fails.
+  limit              the algorithm's guarantee in every interval (sliding_log: at most
+                     limit in any window; buckets and gcra: capacity plus what refills;
+                     leases: at most max held). A plugin is held to the guarantee block it
+                     declares, exact unless it declares a bound; nothing is inferred from
+                     parameter names. Beyond the exact statement but within a declared
+                     bound (fixed_window's and sliding_window's 2×) is a WARN; beyond the
+                     bound fails.
   retry-after        sound (nothing passes earlier) and sufficient (the same request
                      passes then), -1 exactly when the cost can never fit
+  denials            an exact guarantee admits too: nothing is denied that the statement
+                     allows
+  remaining          what is left: a request of that cost passes now, one unit more does not
+  reset-after        when the key is back to empty, late only by the declared precision
   atomicity          a denied request and a peek change nothing
   expiry             no key outlives the last reset-after
   determinism        a trace run twice gives identical replies and state
+  client clocks      with clock = "client": clients whose clocks are up to the policy's
+                     clock_skew apart and step back and forth; the limit holds on the true
+                     clock (widened by the skew), each client's advice on its own
   race (redis.call)  the algorithm's commands run as separate commands by concurrent
                      clients: the interleaving that breaks the limit (a note: this is why
                      each request is one script call)
@@ -44,6 +52,8 @@ Per policy:
                      adversarial orders, never exceed any rule's limit
   race (cluster)     the same when each rule is its own call with refunds on a later
                      denial (Redis Cluster without a shard key)
+
+See 'rlctl help plugins' and docs/plugins.md for writing a plugin that passes.
 
 Every failure comes with a shrunk counterexample: the few requests, with their exact
 times, that break the property. A script error is a failure of the property that met it,
