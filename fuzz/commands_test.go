@@ -98,8 +98,8 @@ func (d *decoder) opts(pool ...string) []string {
 
 // Argument pools: usual values, and edge cases drawn one time in eight.
 var (
-	values     = []string{"0", "1", "-1", "10", "abc", "", "3.5", "007"}
-	edgeValues = []string{"9223372036854775807", "-9223372036854775808", "+1", " 5", "1e3", "-0", "12345678901234567890", "0x10"}
+	values     = []string{"0", "1", "-1", "10", "abc", "", "3.5", "2.5e3"}
+	edgeValues = []string{"007", "9223372036854775807", "-9223372036854775808", "+1", " 5", "1e3", "-0", "12345678901234567890", "0x10"}
 	ints       = []string{"1", "-1", "0", "5", "100", "-100"}
 	edgeInts   = []string{"9223372036854775807", "-9223372036854775808", "+1", " 1", "x", "1.5", "", "01"}
 	floats     = []string{"1", "-1", "0.5", "1.5", "-2.5", "10", "0", "3e3"}
@@ -253,6 +253,7 @@ var forms = []func(d *decoder) []string{
 	},
 	// lists
 	func(d *decoder) []string {
+		// RPUSH twice as often, so that lists fill up
 		return cat([]string{d.pick("LPUSH", "RPUSH", "LPUSHX", "RPUSHX", "RPUSH"), d.key('l'), d.elem()}, d.opts(elems...))
 	},
 	func(d *decoder) []string {
@@ -264,6 +265,7 @@ var forms = []func(d *decoder) []string{
 	},
 	func(d *decoder) []string { return []string{"LLEN", d.key('l')} },
 	func(d *decoder) []string {
+		// LRANGE twice as often as LTRIM, which empties lists
 		return []string{d.pick("LRANGE", "LTRIM", "LRANGE"), d.key('l'), d.index(), d.index()}
 	},
 	func(d *decoder) []string { return []string{"LINDEX", d.key('l'), d.index()} },
@@ -340,19 +342,24 @@ func decodeTrace(data []byte) []command {
 	d := &decoder{data: data}
 	var tr []command
 	for len(tr) < maxCommands && !d.done() {
-		b := d.next()
-		c := command{args: forms[b%len(forms)](d), eval: b/len(forms) == 1}
-		if !slices.Contains(luahost.Commands(), c.name()) {
-			// luahost's error names the unknown command, which Redis's does not (see the
-			// luahost package doc): it is compared only outside scripts.
-			c.eval = false
-		}
-		if d.next()%16 == 15 {
-			c.args[0] = strings.ToLower(c.args[0])
-		}
-		tr = append(tr, c)
+		tr = append(tr, d.command())
 	}
 	return tr
+}
+
+// command decodes one command of a trace.
+func (d *decoder) command() command {
+	b := d.next()
+	c := command{args: forms[b%len(forms)](d), eval: b/len(forms) == 1}
+	if d.next()%16 == 15 {
+		c.args[0] = strings.ToLower(c.args[0])
+	}
+	if !slices.Contains(luahost.Commands(), c.name()) {
+		// luahost's error names the unknown command, which Redis's does not (see the
+		// luahost package doc): it is compared only outside scripts.
+		c.eval = false
+	}
+	return c
 }
 
 // epilogue reads every key back after a trace, so that a command whose reply agreed
@@ -546,8 +553,8 @@ func (c command) name() string { return strings.ToUpper(c.args[0]) }
 // is reports whether c is one of the commands names.
 func (c command) is(names ...string) bool { return slices.Contains(names, c.name()) }
 
-// hasArg reports whether an argument of c after its name is one of vals; option names
-// compare without case.
+// hasArg reports whether an argument of c after its name is one of vals. A val with an
+// upper-case letter (an option name) matches in any case.
 func (c command) hasArg(vals ...string) bool {
 	for _, a := range c.args[1:] {
 		for _, v := range vals {
@@ -771,15 +778,17 @@ func sameReply(c command, a, b string, span time.Duration) bool {
 	return max(x-y, y-x) <= tolerance
 }
 
-// servers are the three a trace runs on besides luahost.
+// servers are the two servers a trace runs on besides luahost.
 type servers struct {
 	rdb *redis.Client // real Redis
 	mr  *miniredis.Miniredis
 	mdb *redis.Client // miniredis
 }
 
+// startServers starts a private redis-server (each fuzzing worker process has its own,
+// so FLUSHDB between inputs is safe) and miniredis.
 func startServers(tb testing.TB) *servers {
-	srv := redistest.Shared(tb)
+	srv := redistest.Start(tb)
 	s := &servers{rdb: redis.NewClient(&redis.Options{Addr: srv.Addr(), Protocol: 2}), mr: miniredis.RunT(tb)}
 	s.mdb = redis.NewClient(&redis.Options{Addr: s.mr.Addr(), Protocol: 2})
 	tb.Cleanup(func() { s.rdb.Close(); s.mdb.Close() })
@@ -793,8 +802,10 @@ type mismatch struct {
 	want, got string
 }
 
-// run runs tr on empty databases of all three and luahost, and returns the replies that
-// differ from Redis's and a listing of the whole run.
+// run runs tr on an empty Redis database, an empty miniredis and a fresh luahost, and
+// returns the replies that differ from Redis's and a listing of the whole run: every
+// command with the three replies, !! marking those that differ, and why a miniredis
+// reply was not compared.
 func (s *servers) run(ctx context.Context, tr []command) ([]mismatch, string, error) {
 	if err := s.rdb.FlushDB(ctx).Err(); err != nil {
 		return nil, "", fmt.Errorf("redis: FLUSHDB: %v", err)
@@ -890,4 +901,40 @@ func FuzzCommands(f *testing.F) {
 			t.Errorf("replies differ (!!) from real Redis's:\n%s", listing)
 		}
 	})
+}
+
+// untraced are the luahost commands no trace draws, and why.
+var untraced = map[string]string{
+	"TIME": "it answers the machine's clock on Redis and the manual clock on luahost",
+}
+
+// TestTracesCoverLuahost requires the decoder to reach every command luahost implements
+// (less untraced), so that a command added to luahost is fuzzed or listed there, and to
+// stop at maxCommands.
+func TestTracesCoverLuahost(t *testing.T) {
+	reached := map[string]bool{}
+	for b0 := range 256 {
+		for b1 := range 256 {
+			for _, c := range decodeTrace([]byte{byte(b0), byte(b1)}) {
+				reached[c.name()] = true
+			}
+		}
+	}
+	for _, name := range luahost.Commands() {
+		if _, ok := untraced[name]; !ok && !reached[name] {
+			t.Errorf("no trace calls %s: add it to forms, or to untraced with the reason", name)
+		}
+	}
+	for name := range untraced {
+		if reached[name] {
+			t.Errorf("%s is in untraced, but traces call it", name)
+		}
+	}
+	long := make([]byte, 10_000)
+	for i := range long {
+		long[i] = byte(i * 7)
+	}
+	if n := len(decodeTrace(long)); n != maxCommands {
+		t.Errorf("a long input decodes into %d commands, want maxCommands = %d", n, maxCommands)
+	}
 }

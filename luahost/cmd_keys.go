@@ -145,6 +145,11 @@ func cmdPexpiretime(c *cmdCtx, args []string) any {
 // ttlGeneric is Redis 7.0's ttlGenericCommand: -2 for a missing key, -1 for
 // a key without expiry, and otherwise the time left (abs: the expire time as
 // a Unix time) in milliseconds, or in seconds rounded to nearest.
+//
+// Redis rounds with (ttl+500)/1000 in a long long, which overflows for an
+// expire time within 500ms of 2^63 (PEXPIREAT k 9223372036854775807); gcc,
+// knowing ttl >= 0, divides unsigned, so Redis on x86-64 answers the
+// quotient of the true sum (9223372036854776), as the host does.
 func ttlGeneric(c *cmdCtx, key string, ms, abs bool) any {
 	e := c.lookup(key)
 	if e == nil {
@@ -161,7 +166,7 @@ func ttlGeneric(c *cmdCtx, key string, ms, abs bool) any {
 	if ms {
 		return ttl
 	}
-	return (ttl + 500) / 1000
+	return int64((uint64(ttl) + 500) / 1000)
 }
 
 func cmdPersist(c *cmdCtx, args []string) any {
