@@ -16,6 +16,8 @@ type deadline struct {
 	pdone  <-chan struct{} // parent.Done(); nil when it can never be done
 	n      uint32
 	err    error // why the script must stop; nil while it may run
+	// steps counts instructions against limit (0: no limit).
+	steps, limit uint64
 }
 
 var closedChan = func() chan struct{} {
@@ -29,6 +31,13 @@ func (d *deadline) Done() <-chan struct{} {
 		return closedChan
 	}
 	d.n++
+	if d.limit > 0 {
+		d.steps++
+		if d.steps > d.limit {
+			d.err = ErrInstructionLimit
+			return closedChan
+		}
+	}
 	if d.n&1023 != 0 {
 		return nil
 	}

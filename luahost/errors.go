@@ -14,7 +14,7 @@ import (
 // {err=...} chose.
 type ErrorReply struct {
 	Msg   string
-	cause error // ErrTimeout or a context error; nil for plain replies
+	cause error // ErrTimeout, ErrInstructionLimit or a context error; nil for plain replies
 }
 
 // Error returns Msg, the Redis error text.
@@ -33,6 +33,11 @@ func (e *ErrorReply) RedisError() {}
 // ran past the host's deadline (WithTimeout). Writes the script made before
 // it was stopped are kept, as Redis keeps a killed script's writes.
 var ErrTimeout = errors.New("luahost: script exceeded its deadline")
+
+// ErrInstructionLimit is wrapped by the *ErrorReply of a script stopped because it ran
+// more Lua instructions than the host allows (WithInstructionLimit); its writes are kept
+// as for ErrTimeout.
+var ErrInstructionLimit = errors.New("luahost: script exceeded its instruction limit")
 
 func errorf(msg string) *ErrorReply { return &ErrorReply{Msg: msg} }
 

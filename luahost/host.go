@@ -21,6 +21,7 @@ const DefaultTimeout = time.Second
 type options struct {
 	clock    Clock
 	timeout  time.Duration
+	steps    uint64   // instruction budget of one script run; 0: none
 	commands []string // nil: every implemented command
 	strict   bool
 }
@@ -38,6 +39,13 @@ func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 // a few percent of a small script's run time (BenchmarkEvalSHA). The
 // default is DefaultTimeout.
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// WithInstructionLimit makes a script that runs more than n Lua instructions fail with
+// an *ErrorReply wrapping ErrInstructionLimit. Unlike WithTimeout it does not depend on
+// how fast the machine is or how loaded: the same script on the same state stops at the
+// same instruction, so simulations and proofs stay deterministic (use it with
+// WithTimeout(0)). 0 means no limit, the default.
+func WithInstructionLimit(n uint64) Option { return func(o *options) { o.steps = n } }
 
 // WithCommands limits the Redis commands scripts may call to names
 // (case-insensitive); any other command fails in the script with Redis's
@@ -67,6 +75,7 @@ type Host struct {
 	mu      sync.Mutex
 	clock   Clock
 	timeout time.Duration
+	steps   uint64
 	allowed map[*command]bool // nil: every command
 	strict  bool
 
@@ -104,6 +113,7 @@ func New(opts ...Option) *Host {
 	h := &Host{
 		clock:   o.clock,
 		timeout: o.timeout,
+		steps:   o.steps,
 		strict:  o.strict,
 		ks:      newKeyspace(),
 		rand:    newRedisRand(),
@@ -325,7 +335,8 @@ func (h *Host) runScript(ctx context.Context, sha string, fn *lua.LFunction, key
 	if h.timeout > 0 {
 		dl.at = time.Now().Add(h.timeout)
 	}
-	watch := dl.pdone != nil || !dl.at.IsZero()
+	dl.limit = h.steps
+	watch := dl.pdone != nil || !dl.at.IsZero() || dl.limit > 0
 	if watch {
 		L.SetContext(dl)
 	}
@@ -373,9 +384,12 @@ func (h *Host) scriptError(err error) *ErrorReply {
 	}
 	if derr := h.run.dl.err; derr != nil {
 		cause = derr
-		if derr == ErrTimeout {
+		switch derr {
+		case ErrTimeout:
 			msg = "ERR Script killed by luahost: it ran past the " + h.timeout.String() + " deadline"
-		} else {
+		case ErrInstructionLimit:
+			msg = "ERR Script killed by luahost: it ran past " + strconv.FormatUint(h.steps, 10) + " Lua instructions"
+		default:
 			msg = "ERR Script stopped by its context: " + derr.Error()
 		}
 	}

@@ -454,3 +454,26 @@ func TestConcurrentScriptsAreAtomic(t *testing.T) {
 		t.Fatalf("counter = %v, want %d", got, workers*each)
 	}
 }
+
+// An instruction limit stops a runaway script at the same instruction on every run,
+// whatever the machine's speed, keeping its writes as Redis keeps a killed script's;
+// a script within the limit runs as usual.
+func TestInstructionLimit(t *testing.T) {
+	ctx := context.Background()
+	var writes []any
+	for range 2 {
+		h := luahost.New(luahost.WithTimeout(0), luahost.WithInstructionLimit(10_000))
+		_, err := h.Eval(ctx, "local i = 0 while true do i = i + 1 redis.call('SET', KEYS[1], i) end", []string{"k"}, nil)
+		if !errors.Is(err, luahost.ErrInstructionLimit) || !strings.Contains(err.Error(), "ran past 10000 Lua instructions") {
+			t.Fatalf("runaway script: %v", err)
+		}
+		v, _ := h.Do(ctx, "GET", "k")
+		writes = append(writes, v)
+		if r, err := h.Eval(ctx, "return redis.call('INCR', KEYS[1])", []string{"k"}, nil); err != nil || r == nil {
+			t.Fatalf("short script after a killed one: %v %v", r, err)
+		}
+	}
+	if writes[0] != writes[1] || writes[0] == nil {
+		t.Fatalf("killed at different instructions: %v", writes)
+	}
+}

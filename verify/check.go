@@ -314,6 +314,7 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 	props := []*ruleFinding{
 		{prop: PropLimit, stmt: sub.spec.statement()},
 		{prop: PropRetryAfter, stmt: stmtRetry},
+		{prop: PropDenials, stmt: stmtDenial},
 		{prop: PropRemaining, stmt: stmtRemain},
 		{prop: PropResetAfter, stmt: stmtReset},
 		{prop: PropAtomicity, stmt: stmtAtom1},
@@ -322,6 +323,7 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 	checks := []func(g *rig, steps []step, res []result) *violation{
 		func(_ *rig, steps []step, res []result) *violation { return checkLimit(sub, steps, res) },
 		func(_ *rig, steps []step, res []result) *violation { return checkRetry(sub, steps, res) },
+		func(_ *rig, steps []step, res []result) *violation { return checkDenial(sub, steps, res) },
 		func(_ *rig, steps []step, res []result) *violation { return checkRemaining(sub, steps, res) },
 		func(_ *rig, steps []step, res []result) *violation { return checkReset(sub, steps, res) },
 		func(_ *rig, steps []step, res []result) *violation { return checkAtomic1(steps, res) },

@@ -56,6 +56,9 @@
 //     guarantee's declared retry-after precision) and sufficient (it passes at the
 //     advised instant), with nothing in between; -1 exactly when the cost exceeds the
 //     limit.
+//   - denials, for an exact guarantee: a request is denied only when admitting it would
+//     break the statement over what was admitted before; an algorithm stricter than it
+//     declares (a refill slower than its rate, a release that frees nothing) fails it.
 //   - remaining: never negative nor above the limit; a request of that cost at the same
 //     instant passes and one of a unit more does not; the reply's limit is the
 //     guarantee's amount. Checked with probes: each run on a copy of the state
@@ -67,10 +70,12 @@
 //   - expiry: no key outlives the last reset-after (plus the declared TTL precision and,
 //     for client clocks, the policy's clock skew).
 //   - determinism: a trace run twice on fresh hosts gives identical replies and state.
-//   - limit (client clocks), for policies with clock = "client": requests come from
-//     clients whose clocks are up to the policy's clock_skew apart and step back and
-//     forth within it; the limit is judged on the true clock, its intervals widened by
-//     the skew. A key whose state a clock running behind moves back fails it.
+//   - client clocks, for policies with clock = "client": requests come from clients
+//     whose clocks are up to the policy's clock_skew apart and step back and forth
+//     within it; the limit is judged on the true clock, its intervals widened by the
+//     skew, and retry-after, remaining and reset-after per client on its own clock. A
+//     key whose state a clock running behind moves back fails it, and so does advice
+//     that leaves the skew out.
 //   - race (redis.call): the algorithm run without the script's atomicity — each
 //     client's check and commit a coroutine yielding before every Redis command, clients
 //     interleaved command by command — is shown breaking the limit ([Note]): the reason
@@ -106,8 +111,8 @@
 //	    "policy": "careless",
 //	    "rule": "per_user",       // absent for a whole-policy property
 //	    "algorithm": "careless_window", "params": "limit=4 window=10s",
-//	    "property": "errors",     // errors, limit, retry-after, remaining, reset-after,
-//	                              // atomicity, expiry, determinism, limit (client clocks),
+//	    "property": "errors",     // errors, limit, retry-after, denials, remaining, reset-after,
+//	                              // atomicity, expiry, determinism, client clocks,
 //	                              // race, race (cluster), race (redis.call), *
 //	    "status": "fail",         // pass, skip, note, warn, fail
 //	    "statement": "…", "detail": "…",

@@ -28,9 +28,15 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 	var lastDenied *step
 	var lastRetry int64
 
+	// pinned, when set, is the clock offset of the client a retry comes from: the one
+	// that was told when to retry.
+	var pinned *int64
 	emit := func(st step) error {
-		if clk != nil {
-			st.skew, st.probe = clk.next(rng), false
+		switch {
+		case clk != nil && pinned != nil:
+			st.skew = *pinned
+		case clk != nil:
+			st.skew = clk.next(rng)
 		}
 		res, err := s.exec(g, st)
 		if err != nil {
@@ -83,9 +89,11 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 	for len(steps) < maxSteps && now <= span {
 		switch x := rng.IntN(100); {
 		case x < 30 && lastDenied != nil && lastDenied.at+lastRetry >= now:
-			// Retry as advised: early (must be denied), then on time (must pass).
+			// Retry as advised: early (must be denied), then on time (must pass), from the
+			// client that was advised.
 			d, r := *lastDenied, lastRetry
 			lastDenied = nil
+			pinned = &d.skew
 			if r > 2 && d.at+r-1 > now && rng.IntN(4) == 0 {
 				now += rng.Int64N(d.at + r - 1 - now)
 				if err := ask(now, d.cost); err != nil {
@@ -109,6 +117,7 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 			if err := ask(now, d.cost); err != nil {
 				return steps, results, err
 			}
+			pinned = nil
 		case x < 35:
 			// The full boundary burst: the capacity just before a window boundary, and
 			// again at it.

@@ -14,9 +14,10 @@ const (
 	PropErrors      = "errors"
 	PropLimit       = "limit"
 	PropRetryAfter  = "retry-after"
+	PropDenials     = "denials"
 	PropRemaining   = "remaining"
 	PropResetAfter  = "reset-after"
-	PropSkew        = "limit (client clocks)"
+	PropSkew        = "client clocks"
 	PropAtomicity   = "atomicity"
 	PropExpiry      = "expiry"
 	PropDeterminism = "determinism"
@@ -30,6 +31,7 @@ const (
 const (
 	stmtErrors = "every request gets a reply: no request, whatever came before it, makes the script raise an error (a Lua runtime error, a Redis command that fails)"
 	stmtRetry  = "a denied request's retry-after r is sound (the same request is denied at every instant before r has passed) and sufficient (it is allowed once r has passed), with no other request in between; it is -1 exactly when the cost exceeds the limit, and 0 for an allowed request"
+	stmtDenial = "an exact guarantee is a promise to admit too: a request is denied only when admitting it would break the limit statement, given what was admitted before"
 	stmtRemain = "remaining is what is left: never negative nor above the limit; a request of that cost at the same instant passes and one of a unit more does not; the limit a reply reports is the guarantee's amount"
 	stmtReset  = "reset-after is when the key is back to empty: a peek then answers as for a fresh key, and a peek before then does not (it may be late by the declared precision, never early)"
 	stmtAtom1  = "a denied request, and a peek (cost 0), changes nothing: the key's value and expiry are identical before and after"
@@ -165,7 +167,9 @@ func checkRetry(s *subject, steps []step, res []result) *violation {
 			if sj.release || sj.at > due {
 				break
 			}
-			if sj.cost == st.cost {
+			// With client clocks the advice is for the client that got it, on its own
+			// clock: another client's requests only end the wait when they are charged.
+			if sj.cost == st.cost && sj.skew == st.skew {
 				switch {
 				case sj.at < due-s.spec.prec.RetryAfter && res[j].allowed:
 					msg := fmt.Sprintf("unsound: told to retry after %s, the same request passed after only %s", fmtUS(rr.RetryAfter), fmtUS(sj.at-st.at))
@@ -249,6 +253,30 @@ func checkExpiry(s *subject, g *rig, steps []step, res []result) *violation {
 	return nil
 }
 
+// checkDenial checks, for an exact guarantee, that each denial was needed: admitting the
+// request would have broken the statement over what was admitted before it. An algorithm
+// stricter than it says (a refill slower than its rate, a release that frees nothing)
+// breaks no upper bound; this is what catches it.
+func checkDenial(s *subject, steps []step, res []result) *violation {
+	if s.spec.shape == algorithms.ShapeNone || !s.spec.exact() {
+		return nil
+	}
+	for i, st := range steps {
+		if st.release || res[i].allowed || st.cost == 0 || st.cost > s.spec.limit {
+			continue
+		}
+		gs := append(grants(steps[:i], res[:i]), grant{step: i, at: st.at, cost: st.cost, endStep: -1})
+		if s.spec.worst(gs, algorithms.Exact) == nil {
+			var mark []int
+			for _, g := range gs {
+				mark = append(mark, g.step)
+			}
+			return &violation{status: Fail, mark: mark[max(0, len(mark)-8):], msg: fmt.Sprintf("a request of cost %d was denied that the guarantee admits: with it, every interval keeps to the statement; the algorithm is stricter than its exact guarantee says", st.cost)}
+		}
+	}
+	return nil
+}
+
 // checkRemaining checks each reply's remaining and limit on a single-rule trace, with the
 // probes of the steps that took them.
 func checkRemaining(s *subject, steps []step, res []result) *violation {
@@ -301,6 +329,8 @@ func checkReset(s *subject, steps []step, res []result) *violation {
 			return at("reset-after %d is negative", rr.ResetAfter)
 		case rr.ResetAfter >= maxProbeAhead:
 			continue
+		case !p.liveAfter && rr.Remaining < p.fresh:
+			return at("the request left no key, yet its reply counts state (remaining %d of an empty key's %d, reset-after %s): the key was deleted as it was written, as a TTL of 0 does", rr.Remaining, p.fresh, fmtUS(rr.ResetAfter))
 		case p.atReset != p.fresh:
 			return at("reset-after %s, yet a peek then reports remaining %d, not the %d of an empty key: reset-after is too early", fmtUS(rr.ResetAfter), p.atReset, p.fresh)
 		case p.earlyAt > 0 && rr.Remaining < p.fresh && p.early == p.fresh && p.lostState:

@@ -169,7 +169,7 @@ func newHarness(s *algorithms.Script) (*harness, error) {
 	hs.from = 1 + strings.Count(s.Source[:i], "\n")
 	hs.shift = strings.Count(harnessPrelude, "\n")
 	hs.to = 1 + strings.Count(s.Source[:j], "\n") + hs.shift
-	hs.h = luahost.New(luahost.WithClock(hs.clock), luahost.WithCommands(s.Commands()...))
+	hs.h = newHost(hs.clock, s.Commands())
 	var err error
 	if hs.sha, err = hs.h.Load(src); err != nil {
 		return nil, fmt.Errorf("verify: loading the race harness: %w", err)

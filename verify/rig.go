@@ -24,13 +24,24 @@ type rig struct {
 	probeCalls int
 }
 
+// scriptSteps is the most Lua instructions one script call may run in verify and
+// simulate: far above what any rate limiter's call takes (thousands), and counted, not
+// timed, so a slow or loaded machine never changes a finding.
+const scriptSteps = 20_000_000
+
+// newHost returns the luahost verify and simulate run the engine script on.
+func newHost(clock luahost.Clock, commands []string) *luahost.Host {
+	return luahost.New(luahost.WithClock(clock), luahost.WithCommands(commands...),
+		luahost.WithTimeout(0), luahost.WithInstructionLimit(scriptSteps))
+}
+
 // base is the instant traces start at: midnight, so windows that divide a day align with
 // the trace.
 var base = Epoch.UnixMicro()
 
 func newRig(s *algorithms.Script) (*rig, error) {
 	clock := luahost.NewManualClock(Epoch)
-	h := luahost.New(luahost.WithClock(clock), luahost.WithCommands(s.Commands()...))
+	h := newHost(clock, s.Commands())
 	if _, err := h.Load(s.Source); err != nil {
 		return nil, fmt.Errorf("verify: loading the engine script: %w", err)
 	}
@@ -159,6 +170,8 @@ type probes struct {
 	early     int64
 	earlyLive bool
 	earlyAt   int64
+	// liveAfter: the key existed right after the step.
+	liveAfter bool
 	// lostState: the key expired while its state still meant something (a peek at the
 	// last instant it lived did not answer as for a fresh key), before reset-after.
 	lostState bool
@@ -219,6 +232,7 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 	defer func() {
 		p.done = err == nil
 	}()
+	_, p.liveAfter = g.h.Dump(s.key)
 	ask := func(at, cost int64) (algorithms.RuleResult, bool, error) {
 		g.h.Restore(snap)
 		q := st
@@ -282,6 +296,7 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 // the last instant it lives does not answer as for a fresh key, and when it is gone.
 func (s *subject) expiredMeaningful(g *rig, snap *luahost.Snapshot, st step, fresh int64, ask func(at, cost int64) (algorithms.RuleResult, bool, error)) (bool, int64, error) {
 	g.h.Restore(snap)
+	g.at(st.at)
 	v, err := g.h.Do(context.Background(), "PEXPIRETIME", s.key)
 	ms, ok := v.(int64)
 	if err != nil || !ok || ms < 0 {

@@ -231,7 +231,7 @@ func newSim(plan *engine.Plan, cfg *dsl.Config, r *Report) (*sim, error) {
 	script := locatedScript(plan.Script(), cfg)
 	s.script = script
 	s.clock = luahost.NewManualClock(Epoch)
-	host := luahost.New(luahost.WithClock(s.clock), luahost.WithCommands(script.Commands()...))
+	host := newHost(s.clock, script.Commands())
 	if _, err := host.Load(script.Source); err != nil {
 		return nil, fmt.Errorf("verify: loading the engine script: %w", err)
 	}

@@ -8,16 +8,19 @@ import (
 	"github.com/rlctl/rlctl/dsl"
 )
 
-// clientClocks is the limit property of a rule of a client-clock policy against clients
-// whose clocks are up to the policy's ClockSkew apart and step back and forth within it:
-// a request is decided at its client's time, the statement is judged on the true clock
-// and widened by the skew (see spec.skew). An algorithm that lets a clock running behind
-// move its state back in time lets clients that alternate get more through: this finds
-// it. Half the budget's requests go to it.
+// clientClocks is the client clocks property of a rule of a client-clock policy: clients
+// whose clocks are up to the policy's ClockSkew apart, each stepping back and forth
+// within it, each request decided at its client's time. The limit is judged on the true
+// clock, its statement widened by the skew (see spec.skew); retry-after, remaining and
+// reset-after are each client's, on its own clock. An algorithm that lets a clock running
+// behind move its state back in time lets clients that take turns get more through, and
+// one that leaves the skew out of its answers misleads the clients behind: this finds
+// both. Half the budget's requests go to it.
 func (c *checker) clientClocks(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string) (Result, error) {
 	sk := *sub
 	sk.spec.skew = p.ClockSkew
-	r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: PropSkew, Statement: sk.spec.statement()}
+	r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: PropSkew,
+		Statement: sk.spec.statement() + "; and each client's retry-after, remaining and reset-after hold on its own clock, as stated for the properties above"}
 	switch {
 	case sk.spec.shape == algorithms.ShapeNone:
 		r.Status, r.Detail = Skip, sk.spec.noLimit()
@@ -51,7 +54,7 @@ func (c *checker) clientClocks(p *dsl.Policy, ru *dsl.Rule, sub *subject, params
 		} else if err != nil {
 			return r, err
 		}
-		if v := checkLimit(&sk, steps, res); v != nil && worse(v, worst) {
+		if v := checkClocks(&sk, steps, res); v != nil && worse(v, worst) {
 			worst, worstSteps = v, steps
 		}
 		if worst != nil && worst.status == Fail {
@@ -71,7 +74,7 @@ func (c *checker) clientClocks(p *dsl.Policy, ru *dsl.Rule, sub *subject, params
 			return false
 		}
 		c.calls += g.calls
-		v := checkLimit(&sk, try, res)
+		v := checkClocks(&sk, try, res)
 		return v != nil && !worse(want, v)
 	})
 	res, g, err := sk.run(c.g, small)
@@ -79,8 +82,30 @@ func (c *checker) clientClocks(p *dsl.Policy, ru *dsl.Rule, sub *subject, params
 		return r, err
 	}
 	c.calls += g.calls
-	v := checkLimit(&sk, small, res)
+	v := checkClocks(&sk, small, res)
 	r.Status, r.Detail = v.status, v.msg
 	r.Counterexample = sk.counterexample(small, res, v.mark, len(worstSteps))
 	return r, nil
+}
+
+// checkClocks checks a client-clock trace: the limit on the true clock, and retry-after,
+// remaining and reset-after per client; the worst breach, named by what it breaks.
+func checkClocks(s *subject, steps []step, res []result) *violation {
+	var worst *violation
+	for _, c := range []struct {
+		prop  string
+		check func(*subject, []step, []result) *violation
+	}{{PropLimit, checkLimit}, {PropRetryAfter, checkRetry}, {PropRemaining, checkRemaining}, {PropResetAfter, checkReset}} {
+		v := c.check(s, steps, res)
+		if v == nil {
+			continue
+		}
+		if c.prop != PropLimit {
+			v.msg = c.prop + ": " + v.msg
+		}
+		if worse(v, worst) {
+			worst = v
+		}
+	}
+	return worst
 }

@@ -1,7 +1,6 @@
 -- base: bucket
 -- bug: reads the rate's period in the wrong unit (milliseconds for microseconds), so the bucket refills 1000 times slower than the rate it declares, consistently in every answer: a limiter far stricter than its guarantee.
--- caught-by: limit
--- known-miss: verify holds an algorithm only to upper bounds; nothing states that an exact guarantee is also granted (a request the guarantee admits is allowed), so a limiter stricter than it declares passes.
+-- caught-by: denials
 
 params = {'pos', 'pos', 'pos'}
 

@@ -1,7 +1,6 @@
 -- base: drip_meter
 -- bug: retry-after leaves out the skew (how far the meter's clock is ahead of the client's), so a client whose clock runs behind is told to retry before the water has drained and is denied again.
--- caught-by: retry-after
--- known-miss: verify runs skewed client clocks only against the limit (clientClocks calls checkLimit alone), never against retry-after, remaining or reset-after, so an answer that forgets the skew passes.
+-- caught-by: client clocks
 
 params = {'pos', 'pos', 'pos'}
 

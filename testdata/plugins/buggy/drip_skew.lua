@@ -1,6 +1,6 @@
 -- base: drip_meter
 -- bug: when a client clock is behind the meter, the meter's clock is moved back to it (t = now), so a later clock drains the same time twice and clients whose clocks disagree get more than the rate.
--- caught-by: limit (client clocks)
+-- caught-by: client clocks
 
 params = {'pos', 'pos', 'pos'}
 

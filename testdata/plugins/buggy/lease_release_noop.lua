@@ -1,7 +1,6 @@
 -- base: lease_pool
 -- bug: release removes the bare lease id while the slots are stored as "<lease>#<i>", so a release frees nothing and every slot stays taken until its ttl.
--- caught-by: remaining
--- known-miss: a release step gets no probes and nothing compares remaining with the model (amount less the leases held), so a release that frees nothing passes: every answer stays self-consistent.
+-- caught-by: denials
 
 params = {'pos', 'pos', 'str'}
 
