@@ -268,11 +268,12 @@ func decodeHarness(v any, n int) ([]bool, []string, error) {
 }
 
 // raceExcess returns how far the clients allowed at one instant went past the limit, with
-// the total allowed (0, total when within).
+// the total allowed (0, total when within). A run that stopped at a failing round counts
+// the rounds it ran.
 func raceExcess(sub *subject, rounds []raceRound, run *raceRun) (over, total int64) {
-	for r, rd := range rounds {
+	for r, rd := range rounds[:min(len(rounds), len(run.allowed))] {
 		for i, c := range rd.clients {
-			if run.allowed[r][i] {
+			if i < len(run.allowed[r]) && run.allowed[r][i] {
 				total += c.cost
 			}
 		}
@@ -357,8 +358,11 @@ func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params 
 				return false
 			}
 			c.calls += run.calls
+			if run.failed > 0 {
+				return false
+			}
 			over, _ := raceExcess(sub, try, run)
-			return run.failed == 0 && over > 0
+			return over > 0
 		})
 		run, err := c.harness.run(sub, at, small)
 		if err != nil {

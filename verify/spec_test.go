@@ -64,3 +64,14 @@ func TestRateBound(t *testing.T) {
 		}
 	}
 }
+
+// A run of the redis.call race that stopped at a round whose call raised an error (as a
+// shrink may try) counts the rounds it ran, and never indexes past them.
+func TestRaceExcessOfAStoppedRun(t *testing.T) {
+	sub := &subject{spec: spec{limit: 1}}
+	rounds := []raceRound{{clients: []raceClient{{cost: 1}, {cost: 1}}}, {clients: []raceClient{{cost: 1}, {cost: 1}}}}
+	run := &raceRun{allowed: [][]bool{{true}}, failed: 1}
+	if over, total := raceExcess(sub, rounds, run); over != 0 || total != 1 {
+		t.Fatalf("excess %d of %d, want 0 of 1", over, total)
+	}
+}
