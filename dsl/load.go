@@ -121,6 +121,8 @@ type loader struct {
 	plugins  map[string]hcl.Range // plugin name → its block's DefRange
 	pluginOK map[string]*algorithms.Algorithm
 	policies map[string]*Policy
+	// validators run plugins' Lua validate at load time (see validateWire).
+	validators map[*algorithms.Algorithm]*validator
 }
 
 var rootSchema = &hcl.BodySchema{

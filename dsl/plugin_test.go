@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/luahost"
 )
@@ -199,5 +200,58 @@ algorithm "window_s" {
 				t.Errorf("after the window: %+v", r)
 			}
 		})
+	}
+}
+
+// A plugin's own validate(p) runs at load time on a rule's constant parameters, as every
+// request would run it: a rule it refuses is an error at the rule, with its message; a
+// rule it accepts loads.
+func TestPluginValidateAtLoad(t *testing.T) {
+	lua := `params = {'pos', 'pos'}
+function validate(p)
+  if p[2] % p[1] ~= 0 then
+    return 'the window must be a multiple of the limit'
+  end
+end
+function check(key, now, cost, p)
+  return 1, p[1], 0, 0, p[1]
+end
+function commit(key, w) end
+`
+	policy := func(window string) []byte {
+		return []byte(`algorithm "even" {
+  source   = "even.lua"
+  params   = { limit = "count", window = "duration" }
+  commands = []
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
+}
+policy "p" {
+  rule "r" {
+    algorithm = "even"
+    key       = "k"
+    limit     = 7
+    window    = "` + window + `"
+  }
+}
+`)
+	}
+	_, diags := Parse(map[string][]byte{"p.hcl": policy("1s"), "even.lua": []byte(lua)})
+	var found bool
+	for _, d := range diags {
+		if d.Severity == hcl.DiagError {
+			found = d.Summary == "Parameters out of range" && strings.Contains(d.Detail, "even's validate refuses them: the window must be a multiple of the limit") && d.Subject.Start.Line == 14
+			if !found {
+				t.Errorf("unexpected %s: %s (%v)", d.Summary, d.Detail, d.Subject)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("validate's refusal not reported: %v", diags)
+	}
+	if _, diags := Parse(map[string][]byte{"p.hcl": policy("7s"), "even.lua": []byte(lua)}); diags.HasErrors() {
+		t.Fatalf("accepted parameters: %v", diags)
 	}
 }

@@ -580,7 +580,7 @@ func (l *loader) checkCombinations(r *Rule, wires [][][]int64, ranges []hcl.Rang
 		for i, ws := range wires {
 			w = append(w, ws[idx[i]]...)
 		}
-		if err := r.Algorithm.Validate(w); err != nil {
+		if err := l.validateWire(r.Algorithm, w); err != nil {
 			subject := r.DeclRange
 			if len(ranges) > 0 {
 				subject = hcl.RangeBetween(ranges[0], ranges[len(ranges)-1])
