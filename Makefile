@@ -10,11 +10,11 @@ FUZZ_TARGETS ?= algorithms:FuzzTrace dsl:FuzzLoad dsl:FuzzFormat dsl:FuzzTemplat
 # Per target: 9 targets × 10s keeps `make test` no longer than 7 × 15s did.
 FUZZTIME ?= 10s
 
-.PHONY: test redis-deps vet race differential fuzz bench build
+.PHONY: test redis-deps vet race differential proofs fuzz bench build
 # Run the prerequisites of test one after another, in order, even under -j.
 .NOTPARALLEL:
 
-test: redis-deps vet race differential fuzz
+test: redis-deps vet race differential proofs fuzz
 
 redis-deps:
 	@if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then exit 0; fi; \
@@ -36,6 +36,12 @@ race:
 # per algorithm: real redis-server, luahost and the reference models must agree on each.
 differential:
 	RLCTL_REQUIRE_REDIS=1 RLCTL_TRACES=2000 $(GO) test -count=1 -run 'MatchesModel' ./algorithms
+
+# The tests that run verify at its default budget, which skip under the race detector:
+# the plugin catalogue (every buggy plugin caught, every correct one passing) and the
+# verify sessions the README and docs show.
+proofs:
+	RLCTL_REQUIRE_REDIS=1 $(GO) test -count=1 -run 'TestCatalogue|TestReadme|TestDocs' ./verify ./cmd/rlctl
 
 # fuzz:FuzzCommands needs redis-server (as race does): a missing one fails, not skips.
 fuzz:
