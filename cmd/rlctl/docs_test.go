@@ -46,6 +46,9 @@ const root = "../.."
 // <!-- properties --> and their <!-- end of … --> name exactly what dsl allows, forbids,
 // what verify states for each guarantee shape, and verify's properties.
 func TestDocsPlugins(t *testing.T) {
+	if raceEnabled {
+		t.Skip("runs verify at its default budget; checked without the race detector (make proofs)")
+	}
 	doc, err := os.ReadFile(filepath.Join(root, "docs", "plugins.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +94,9 @@ func TestDocsPlugins(t *testing.T) {
 // TestDocsPluginVerifies: the guide's plugin policy passes verify at its default budget
 // with no failure and no warning.
 func TestDocsPluginVerifies(t *testing.T) {
+	if raceEnabled {
+		t.Skip("runs verify at its default budget; checked without the race detector (make proofs)")
+	}
 	cfg, diags := dsl.Load(filepath.Join(root, "policies", "simple_gcra.hcl"))
 	if len(diags) > 0 {
 		t.Fatal(diags)

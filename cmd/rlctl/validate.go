@@ -18,7 +18,8 @@ fix it. Warnings are printed but do not fail validation.
 A plugin algorithm block is checked with its Lua: the parameters and their kinds, the
 guarantee, the Lua's syntax, that it creates no globals and assigns params, check and
 commit, that it calls only the commands it lists (and those only from the ones allowed),
-that check returns five or six values and writes nothing. See 'rlctl help plugins'.
+that check returns five or six values and writes nothing; and the plugin's own validate(p)
+runs on each rule's constant parameters. See 'rlctl help plugins'.
 
 Exit status: 0 valid, 1 invalid, 2 usage error.
 `,
