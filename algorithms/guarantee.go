@@ -141,6 +141,9 @@ func (a *Algorithm) TermsOf(w []int64) (t Terms, ok bool, err error) {
 	if g.Shape == ShapeNone || g.Terms == nil {
 		return Terms{}, false, nil
 	}
+	if len(w) != a.WireLen() {
+		return Terms{}, false, fmt.Errorf("%s takes %d parameter values, got %d", a.Name, a.WireLen(), len(w))
+	}
 	t, err = g.Terms(w)
 	if err != nil {
 		return Terms{}, false, fmt.Errorf("%s's guarantee: %w", a.Name, err)
@@ -151,7 +154,8 @@ func (a *Algorithm) TermsOf(w []int64) (t Terms, ok bool, err error) {
 	return t, true, nil
 }
 
-// at returns wire value i: a Terms helper for the built-ins' fixed layouts.
+// windowTerms and rateTerms read the built-ins' fixed layouts: the wire slots of the
+// amount and of the interval or rate (two slots: amount and period).
 func windowTerms(amount, interval int) func(w []int64) (Terms, error) {
 	return func(w []int64) (Terms, error) { return Terms{Amount: w[amount], Interval: w[interval]}, nil }
 }

@@ -83,13 +83,16 @@ func guaranteeExample(alg *algorithms.Algorithm) string {
 			rate = p.Name
 		}
 	}
+	block := func(shape, a, x, b, y string) string {
+		return fmt.Sprintf("guarantee %q {\n  %s = param.%s\n  %s = param.%s\n}", shape, a, x, b, y)
+	}
 	switch {
 	case count != "" && rate != "":
-		return fmt.Sprintf("guarantee \"rate\" { burst = param.%s, rate = param.%s }", count, rate)
+		return block("rate", "burst", count, "rate ", rate)
 	case count != "" && dur != "":
-		return fmt.Sprintf("guarantee \"window\" { amount = param.%s, window = param.%s }", count, dur)
+		return block("window", "amount", count, "window", dur)
 	}
-	return "guarantee \"window\" { amount = param.limit, window = param.window }"
+	return block("window", "amount", "limit", "window", "window")
 }
 
 // pluginGuarantee decodes a plugin's guarantee block into alg.Guarantee; alg.Params must
@@ -137,7 +140,7 @@ func (l *loader) pluginGuarantee(b *hcl.Block, alg *algorithms.Algorithm) bool {
 			sample[j] = 1_000_000
 		}
 		if _, err := evalFigure(a.Expr, f.kind, alg, sample); err != nil {
-			l.add(errorf(a.Expr.Range(), "Invalid guarantee", "%s (%s) %s.", f.name, f.doc, err))
+			l.add(errorf(a.Expr.Range(), "Invalid guarantee", "%s (%s): %s", f.name, f.doc, strings.TrimSuffix(err.Error(), ".")+"."))
 			ok = false
 		}
 	}
@@ -216,7 +219,7 @@ func (l *loader) guaranteeRefs(a *hcl.Attribute, alg *algorithms.Algorithm) bool
 	for _, tr := range a.Expr.Variables() {
 		root := tr.RootName()
 		if root != "param" {
-			l.add(errorf(tr.SourceRange(), "Unknown reference", "A guarantee can refer only to the algorithm's parameters, as param.NAME: %s.%s", quoteList(names), suggestion(root, []string{"param"})))
+			l.add(errorf(tr.SourceRange(), "Unknown reference", "A guarantee can refer only to the algorithm's parameters, as param.NAME (it has %s).%s", paramList(alg), suggestion(root, []string{"param"})))
 			ok = false
 			continue
 		}
@@ -227,7 +230,7 @@ func (l *loader) guaranteeRefs(a *hcl.Attribute, alg *algorithms.Algorithm) bool
 			}
 		}
 		if !slices.Contains(names, name) {
-			l.add(errorf(tr.SourceRange(), "Unknown parameter", "%q is not a parameter of algorithm %q.%s Its parameters: %s.", name, alg.Name, suggestion(name, names), quoteList(names)))
+			l.add(errorf(tr.SourceRange(), "Unknown parameter", "%q is not a parameter of algorithm %q.%s It has %s: refer to them as param.NAME.", name, alg.Name, suggestion(name, names), paramList(alg)))
 			ok = false
 		}
 	}
@@ -313,19 +316,19 @@ func evalFigure(e hcl.Expression, kind algorithms.Kind, alg *algorithms.Algorith
 		for _, x := range d {
 			msgs = append(msgs, strings.TrimSuffix(x.Detail, "."))
 		}
-		return [2]int64{}, fmt.Errorf("cannot be evaluated: %s", strings.Join(msgs, "; "))
+		return [2]int64{}, fmt.Errorf("it cannot be evaluated: %s", strings.Join(msgs, "; "))
 	}
 	if v.IsNull() || !v.IsKnown() {
-		return [2]int64{}, fmt.Errorf("is null")
+		return [2]int64{}, fmt.Errorf("it is null")
 	}
 	whole := func(v cty.Value, what string) (int64, error) {
 		if v.Type() != cty.Number {
-			return 0, fmt.Errorf("is %s, want %s", v.Type().FriendlyName(), what)
+			return 0, fmt.Errorf("it is %s, want %s", v.Type().FriendlyName(), what)
 		}
 		f := v.AsBigFloat()
 		n, acc := f.Int64()
 		if acc != big.Exact || !f.IsInt() {
-			return 0, fmt.Errorf("is %s, not a whole number: use floor or ceil", f.Text('g', 12))
+			return 0, fmt.Errorf("it is %s, not a whole number: use floor or ceil", f.Text('g', 12))
 		}
 		return n, nil
 	}
@@ -336,7 +339,7 @@ func evalFigure(e hcl.Expression, kind algorithms.Kind, alg *algorithms.Algorith
 			return [2]int64{n, per}, err
 		}
 		if !v.Type().IsObjectType() || !v.Type().HasAttribute("amount") || !v.Type().HasAttribute("period") {
-			return [2]int64{}, fmt.Errorf("is %s, want a rate: a rate parameter (param.NAME) or a constant such as \"10/s\"", v.Type().FriendlyName())
+			return [2]int64{}, fmt.Errorf("it is %s, want a rate: a rate parameter (param.NAME) or a constant such as \"10/s\"", v.Type().FriendlyName())
 		}
 		n, err := whole(v.GetAttr("amount"), "a number")
 		if err != nil {
@@ -363,7 +366,7 @@ func termsOf(shape algorithms.Shape, figs []figure, exprs []hcl.Expression, alg 
 	for i, f := range figs {
 		v, err := evalFigure(exprs[i], f.kind, alg, w)
 		if err != nil {
-			return algorithms.Terms{}, fmt.Errorf("%s %w", f.name, err)
+			return algorithms.Terms{}, fmt.Errorf("%s: %w", f.name, err)
 		}
 		vals = append(vals, v)
 	}

@@ -127,7 +127,7 @@ func (l *loader) decodePlugin(b *hcl.Block) {
 	guaranteeOK := false
 	switch gs := content.Blocks; {
 	case len(gs) == 0:
-		l.add(errorf(b.DefRange, "Missing guarantee", "Algorithm %q needs a guarantee block: what it limits, which rlctl verify then holds it to, such as %s. Shapes: window, rate, in_flight and none; add bound = 2 (with why) for an algorithm that may reach twice its limit by design, and a precision block for answers rounded up.", name, guaranteeExample(alg)))
+		l.add(errorf(b.DefRange, "Missing guarantee", "Algorithm %q needs a guarantee block: what it limits, which rlctl verify then holds it to, such as\n\n%s\n\nShapes: window, rate, in_flight and none; add bound = 2 (with why) for an algorithm that may reach twice its limit by design, and a precision block for answers rounded up.", name, guaranteeExample(alg)))
 	case !paramsOK:
 	default:
 		guaranteeOK = l.pluginGuarantee(gs[0], alg)

@@ -129,8 +129,8 @@ func (g *rampGen) next() (int64, int, bool) {
 // edgePeriod returns the period the edge pattern straddles, and the requests per period,
 // for traffic at rate r against policy p. Rates are stored reduced ("5/m" is 1 per 12s),
 // so the period as written is lost; the pattern straddles the longest window of p's
-// rules (a constant window parameter) that is a whole number of the rate's periods, and
-// falls back to the rate's period.
+// rules (the window of a window guarantee, for constant parameters) that is a whole
+// number of the rate's periods, and falls back to the rate's period.
 func edgePeriod(p *dsl.Policy, r dsl.Rate) (per, n int64) {
 	per, n = r.Per.Microseconds(), max(r.N, 1)
 	if p == nil || per <= 0 {
@@ -138,11 +138,20 @@ func edgePeriod(p *dsl.Policy, r dsl.Rate) (per, n int64) {
 	}
 	best := per
 	for _, ru := range p.Rules {
+		if ru.Algorithm.Guarantee.Shape != algorithms.ShapeWindow {
+			continue
+		}
+		var wire []int64
 		for _, prm := range ru.Params {
-			if prm.Name == "window" && prm.Kind == algorithms.Duration && len(prm.Const) == 1 {
-				if w := prm.Const[0]; w > best && w%per == 0 {
-					best = w
-				}
+			if prm.Const == nil {
+				wire = nil
+				break
+			}
+			wire = append(wire, prm.Const...)
+		}
+		if t, ok, err := ru.Algorithm.TermsOf(wire); ok && err == nil {
+			if w := t.Interval; w > best && w%per == 0 {
+				best = w
 			}
 		}
 	}
