@@ -194,7 +194,7 @@ var builtin = []*Algorithm{
 			{Name: "rate", Kind: Rate, Doc: "cells emitted per period"},
 			countParam("burst", "cells that may be taken at once"),
 		},
-		Commands: hashCmds,
+		Commands: []string{"GET", "SET", "DEL"},
 		Guarantee: Guarantee{Shape: ShapeRate, Terms: func(w []int64) (Terms, error) {
 			return Terms{Amount: w[2], Rate: w[0], Period: w[1]}, nil
 		}},

@@ -1,8 +1,12 @@
 -- gcra: the generic cell rate algorithm (redis-cell / redis_rate semantics). Cells are
 -- emitted every T = period / rate microseconds; up to `burst` cells may be taken at once.
 --
--- KEYS:   the rule's key, a hash {t, r}: the theoretical arrival time TAT = t + r/rate
---         microseconds (r in [0, rate)), exact for any rate and period. No key means TAT <= now.
+-- KEYS:   the rule's key, a string holding the theoretical arrival time TAT: its
+--         microseconds when TAT is whole (always, when T is a whole number of
+--         microseconds: the string is then an integer, Redis's smallest value), else
+--         "t:r" for TAT = t + r/rate microseconds (r in [1, rate)): exact for any rate and
+--         period. No key means TAT <= now; so does a key of another type (a layout of an
+--         earlier version), which the next charge overwrites.
 -- params: rate (cells >= 1) per period (microseconds >= 1), burst (cells >= 1);
 --         burst * period <= 2^51.
 -- check:  D = max(0, TAT - now); allowed iff D + cost*T <= burst*T (all scaled by rate into
@@ -10,6 +14,7 @@
 --         remaining = floor((burst*T - D') / T) with D' after the charge when allowed.
 --         retry_after (denied) = ceil(D + cost*T - burst*T), exact; -1 when cost > burst.
 --         reset_after = ceil(D') (until TAT' <= now).
+-- Redis:  one GET to check, one SET … PX to commit.
 -- TTL:    reset_after; TAT <= now and a missing key mean the same thing.
 
 params = {'pos', 'pos', 'pos'}
@@ -21,46 +26,62 @@ function validate(p)
   end
 end
 
+-- delay returns D scaled by rate: max(0, TAT - now) * rate.
+local function delay(key, now, rate)
+  local v = redis.pcall('GET', key)
+  if type(v) ~= 'string' then
+    return 0
+  end
+  local t, r = tonumber(v), 0
+  if t == nil then
+    local a, b = string.match(v, '^(%d+):(%d+)$')
+    t, r = tonumber(a), tonumber(b)
+  end
+  if t == nil or r == nil or t < now then
+    return 0
+  end
+  return (t - now) * rate + r
+end
+
+-- store writes the TAT now + d/rate (d scaled by rate) to live until it has passed.
+local function store(key, now, d, rate)
+  local whole = idiv(d, rate)
+  local r = d - whole * rate
+  local v = now + whole
+  if r ~= 0 then
+    v = string.format('%.0f:%.0f', v, r)
+  end
+  set_us(key, v, cdiv(d, rate))
+end
+
 function check(key, now, cost, p)
   local rate, period, burst = p[1], p[2], p[3]
-  local st = call('HMGET', key, 't', 'r')
-  local t = tonumber(st[1])
-  local d = 0 -- D scaled by rate
-  if t ~= nil and t >= now then
-    d = (t - now) * rate + (tonumber(st[2]) or 0)
-  end
+  local d = delay(key, now, rate)
   local cap = burst * period
   if cost > burst then
     return 0, nonneg(idiv(cap - d, period)), -1, cdiv(d, rate), burst
   end
   local d2 = d + cost * period
   if d2 <= cap then
-    local whole = idiv(d2, rate)
-    local reset = cdiv(d2, rate)
-    return 1, idiv(cap - d2, period), 0, reset, burst, {now + whole, d2 - whole * rate, reset}
+    return 1, idiv(cap - d2, period), 0, cdiv(d2, rate), burst, {now, d2, rate}
   end
   return 0, nonneg(idiv(cap - d, period)), cdiv(d2 - cap, rate), cdiv(d, rate), burst
 end
 
 function commit(key, w)
-  call('HSET', key, 't', w[1], 'r', w[2])
-  expire_us(key, w[3])
+  store(key, w[1], w[2], w[3])
 end
 
 function refund(key, now, cost, p)
   local rate, period = p[1], p[2]
-  local st = call('HMGET', key, 't', 'r')
-  local t = tonumber(st[1])
-  if t == nil or t < now then
+  local d = delay(key, now, rate)
+  if d == 0 then
     return
   end
-  local d = nonneg((t - now) * rate + (tonumber(st[2]) or 0) - cost * period)
+  d = nonneg(d - cost * period)
   if d == 0 then
     call('DEL', key)
     return
   end
-  local whole = idiv(d, rate)
-  call('HSET', key, 't', now + whole, 'r', d - whole * rate)
-  expire_us(key, cdiv(d, rate))
+  store(key, now, d, rate)
 end
-

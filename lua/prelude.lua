@@ -70,3 +70,9 @@ local TTL_SLACK = 0
 local function expire_us(key, us)
   call('PEXPIRE', key, cdiv(nonneg(us) + TTL_SLACK, 1000) + 1)
 end
+
+-- set_us sets the string key to value and makes it outlive the next us microseconds, as
+-- expire_us does, in one SET … PX.
+local function set_us(key, value, us)
+  call('SET', key, value, 'PX', cdiv(nonneg(us) + TTL_SLACK, 1000) + 1)
+end
