@@ -272,3 +272,49 @@ func TestLuahostRetryAfter(t *testing.T) {
 		return decode(c, v, err)
 	}, 300)
 }
+
+// A gcra key in the hash layout of earlier versions reads as no state on Redis and on
+// luahost alike, and the next charge replaces it with the string layout: an upgrade
+// forgets at most one refill's worth of each key, and never fails a request.
+func TestGcraReadsAnOldLayoutAsEmpty(t *testing.T) {
+	s := Default()
+	gcra, _ := Lookup("gcra")
+	call := Call{Op: OpCheck, Now: 1_800_000_000_000_000, Rules: []Rule{{Key: "old", Algorithm: gcra, Cost: 1, Params: []int64{1, 1_000_000, 3}}}}
+	argv, err := call.Argv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := loadRedis(t)
+	ctx := context.Background()
+	clock := luahost.NewManualClock(time.UnixMicro(call.Now))
+	h := luahost.New(luahost.WithClock(clock), luahost.WithCommands(s.Commands()...))
+	if _, err := h.Load(s.Source); err != nil {
+		t.Fatal(err)
+	}
+	for name, run := range map[string]func() (any, string, error){
+		"redis": func() (any, string, error) {
+			ex.rdb.Del(ctx, "old")
+			ex.rdb.HSet(ctx, "old", "t", call.Now+10_000_000, "r", 0)
+			v, err := ex.rdb.EvalSha(ctx, s.SHA1, call.Keys(), anys(argv)...).Result()
+			typ, _ := ex.rdb.Type(ctx, "old").Result()
+			return v, typ, err
+		},
+		"luahost": func() (any, string, error) {
+			if _, err := h.Do(ctx, "HSET", "old", "t", "1800000010000000", "r", "0"); err != nil {
+				return nil, "", err
+			}
+			v, err := h.EvalSHA(ctx, s.SHA1, call.Keys(), argv)
+			typ, _ := h.Do(ctx, "TYPE", "old")
+			return v, fmt.Sprint(typ), err
+		},
+	} {
+		v, typ, err := run()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rep, err := DecodeReply(v, 1)
+		if err != nil || !rep.Allowed || rep.Rules[0].Remaining != 2 || typ != "string" {
+			t.Errorf("%s: %+v %v, key type %s", name, rep, err, typ)
+		}
+	}
+}
