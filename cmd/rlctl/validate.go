@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rlctl/rlctl/dsl"
@@ -80,7 +81,8 @@ func plural(n int, one, many string) string {
 }
 
 // writeDiagnostics prints each diagnostic as a "file:line:col: severity: summary" line, the
-// form editors and grep understand, followed by its source snippet and how to fix it.
+// form editors and grep understand, followed by its source snippet and how to fix it: HCL's
+// rendering less its own "Error: summary" line, so the summary is printed once.
 func writeDiagnostics(e *env, files map[string]*hcl.File, diags hcl.Diagnostics) {
 	for _, d := range diags {
 		sev := "error"
@@ -92,6 +94,13 @@ func writeDiagnostics(e *env, files map[string]*hcl.File, diags hcl.Diagnostics)
 		} else {
 			fmt.Fprintf(e.stderr, "%s: %s\n", sev, d.Summary)
 		}
-		_ = dsl.WriteDiagnostics(e.stderr, files, hcl.Diagnostics{d}, 100, e.color)
+		var b strings.Builder
+		_ = dsl.WriteDiagnostics(&b, files, hcl.Diagnostics{d}, 100, e.color)
+		text := b.String()
+		// The rendering opens with "[colour]Error[reset]: summary\n".
+		if i := strings.Index(text, ": "+d.Summary+"\n"); i >= 0 {
+			text = text[i+len(": "+d.Summary+"\n"):]
+		}
+		fmt.Fprint(e.stderr, text)
 	}
 }
