@@ -42,6 +42,9 @@ var errUsage = errors.New("usage")
 // errFailed makes main exit 1; the command has already said why.
 var errFailed = errors.New("failed")
 
+// errHelp makes main exit 0; the command's help has been printed (-h or -help).
+var errHelp = errors.New("help")
+
 var commands []*command
 
 func init() {
@@ -56,6 +59,12 @@ func run(args []string, e *env) int {
 	if len(args) == 0 {
 		usage(e.stderr)
 		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		args = append([]string{"help"}, args[1:]...)
+	case "-version", "--version":
+		args = append([]string{"version"}, args[1:]...)
 	}
 	c := lookup(args[0])
 	if c == nil {
@@ -75,6 +84,8 @@ func run(args []string, e *env) int {
 		return 2
 	case errors.Is(err, errFailed):
 		return 1
+	case errors.Is(err, errHelp):
+		return 0
 	default:
 		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
 		return 1
@@ -185,10 +196,37 @@ func flags(name string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses args; a bad flag is reported on stderr and becomes errUsage.
+// parse parses args, flags and positional arguments in any order: after it fs.Args() are
+// the positional arguments in order, and "--" ends the flags. A bad flag is reported on
+// stderr and becomes errUsage; -h or -help prints the command's help on stdout and becomes
+// errHelp.
 func parse(e *env, fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	var flagArgs, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flagArgs = append(flagArgs, a)
+		// A flag that takes a value and has no "=value" takes the next argument, as
+		// flag.Parse does; an unknown flag is left to flag.Parse to report.
+		name := strings.TrimPrefix(a[1:], "-")
+		if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
+			i++
+			flagArgs = append(flagArgs, args[i])
+		}
+	}
+	if err := fs.Parse(append(append(flagArgs, "--"), pos...)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			if c := lookup(fs.Name()); c != nil {
+				writeHelp(e.stdout, c)
+				return errHelp
+			}
 			return errUsage
 		}
 		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
@@ -197,12 +235,27 @@ func parse(e *env, fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+// writeHelp prints command c's usage line and help text.
+func writeHelp(w io.Writer, c *command) {
+	fmt.Fprintf(w, "usage: rlctl %s %s\n\n%s", c.name, c.args, c.long)
+}
+
 var cmdHelp = &command{
 	name:  "help",
 	args:  "[COMMAND|TOPIC]",
 	short: "show help for rlctl, one command or a topic",
 	long:  "Help prints the list of commands and topics, or the help of one.\n",
 	run: func(e *env, args []string) error {
+		fs := flags("help")
+		if err := parse(e, fs, args); err != nil {
+			return err
+		}
+		args = fs.Args()
 		switch len(args) {
 		case 0:
 			usage(e.stdout)
@@ -219,7 +272,7 @@ var cmdHelp = &command{
 				fmt.Fprintf(e.stderr, "rlctl: error: unknown command or topic %q\n", args[0])
 				return errUsage
 			}
-			fmt.Fprintf(e.stdout, "usage: rlctl %s %s\n\n%s", c.name, c.args, c.long)
+			writeHelp(e.stdout, c)
 			return nil
 		}
 		return errUsage
@@ -234,7 +287,11 @@ var cmdVersion = &command{
 	short: "print rlctl's version",
 	long:  "Version prints rlctl's version.\n",
 	run: func(e *env, args []string) error {
-		if len(args) != 0 {
+		fs := flags("version")
+		if err := parse(e, fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() != 0 {
 			return errUsage
 		}
 		fmt.Fprintf(e.stdout, "rlctl %s\n", version)
