@@ -1,0 +1,79 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/luahost"
+)
+
+// One user starts four uploads at once; policies/uploads.hcl lets three run. In your
+// program this is main, and newEngine gets your Redis address.
+func Example_embed() {
+	ctx := context.Background()
+	e, closeEngine := newEngine("../policies/uploads.hcl", "") // "" : no Redis, see newEngine
+	defer closeEngine()
+
+	upload := engine.Attrs{"method": "POST", "path": "/upload", "user": "alice", "content_length": "5242880"}
+	var running []*engine.Decision
+	for range 4 {
+		d, err := e.Allow(ctx, upload)
+		if err != nil {
+			log.Fatal(err) // a policy expression failed on this request (engine.ErrRequest), or ctx ended
+		}
+		if !d.Allowed {
+			r := d.Rules[d.Decider] // the rule that refused
+			fmt.Printf("refused by %s.%s: %d running of %d\n", r.Policy, r.Rule, r.Limit-r.Remaining, r.Limit)
+			continue
+		}
+		fmt.Println("allowed")
+		running = append(running, d)
+	}
+	// An upload that ends gives its concurrency leases back; then another may start.
+	if err := e.Release(ctx, running[0]); err != nil {
+		log.Fatal(err)
+	}
+	d, err := e.Allow(ctx, upload)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("after one ended:", d.Allowed)
+	// Output:
+	// allowed
+	// allowed
+	// allowed
+	// refused by uploads.per_user: 3 running of 3
+	// after one ended: true
+}
+
+// newEngine loads a policy file and returns an engine deciding on the Redis at redisAddr,
+// and the function that closes its client. With redisAddr "" (a single instance, or this
+// example) the same engine script runs in process on luahost.
+func newEngine(policy, redisAddr string) (*engine.Engine, func()) {
+	cfg, diags := dsl.Load(policy)
+	if diags.HasErrors() {
+		log.Fatal(diags)
+	}
+	plan, err := engine.Compile(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if redisAddr == "" {
+		return engine.New(engine.NewLocal(luahost.New()), plan), func() {}
+	}
+	// Any go-redis client (standalone, Sentinel, Cluster) with these two settings: the
+	// engine's deadline ends a call on a stalled server, and a call whose reply was lost is
+	// not resent (which would charge it twice). Failed calls are decided by on_error.
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  redisAddr,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	})
+	e := engine.New(engine.NewRedis(rdb), plan, engine.WithTimeout(50*time.Millisecond))
+	return e, func() { rdb.Close() }
+}
