@@ -4,21 +4,25 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/rlctl/rlctl/dsl"
 )
 
 var cmdFmt = &command{
 	name:  "fmt",
-	args:  "[-check] [-diff] FILE...",
+	args:  "[-check] [-diff] FILE|DIR...",
 	short: "rewrite policy files in canonical form",
 	long: `Fmt rewrites native-syntax policy files (*.hcl) in canonical form: consistent
-indentation, aligned attributes, normalized blank lines; comments are kept. A file that
-does not parse is reported and left untouched.
+indentation, aligned attributes, normalized blank lines; comments are kept. A directory
+contributes its *.hcl files, not recursively (its *.hcl.json files are JSON, which fmt
+leaves alone). A file that does not parse is reported and left untouched.
 
   -check  rewrite nothing; list the files that are not canonical and exit 1 if any
-  -diff   print what would change instead of rewriting
+  -diff   rewrite nothing; print a unified diff of what would change (patch -p1 applies it)
 
 Exit status: 0 success, 1 a file does not parse or (-check) is not canonical, 2 usage error.
 `,
@@ -32,13 +36,8 @@ Exit status: 0 success, 1 a file does not parse or (-check) is not canonical, 2 
 		if fs.NArg() == 0 {
 			return errUsage
 		}
-		failed := false
-		for _, name := range fs.Args() {
-			if strings.HasSuffix(name, ".json") {
-				fmt.Fprintf(e.stderr, "rlctl: error: %s: fmt formats native syntax (.hcl), not JSON\n", name)
-				failed = true
-				continue
-			}
+		names, failed := fmtFiles(e, fs.Args())
+		for _, name := range names {
 			src, err := os.ReadFile(name)
 			if err != nil {
 				fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
@@ -47,7 +46,11 @@ Exit status: 0 success, 1 a file does not parse or (-check) is not canonical, 2 
 			}
 			out, diags := dsl.Format(name, src)
 			if diags.HasErrors() {
-				writeDiagnostics(e, nil, diags)
+				f, _ := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+				if f == nil {
+					f = &hcl.File{Body: hcl.EmptyBody(), Bytes: src}
+				}
+				writeDiagnostics(e, map[string]*hcl.File{name: f}, diags)
 				fmt.Fprintf(e.stderr, "rlctl: error: %s does not parse; not rewritten\n", name)
 				failed = true
 				continue
@@ -57,7 +60,7 @@ Exit status: 0 success, 1 a file does not parse or (-check) is not canonical, 2 
 			}
 			switch {
 			case *diff:
-				fmt.Fprint(e.stdout, lineDiff(name, string(src), string(out)))
+				fmt.Fprint(e.stdout, unifiedDiff(filepath.ToSlash(name), src, out, 3))
 				if *check {
 					failed = true
 				}
@@ -78,6 +81,49 @@ Exit status: 0 success, 1 a file does not parse or (-check) is not canonical, 2 
 	},
 }
 
+// fmtFiles returns the files fmt formats for paths, each once: a file as named, a
+// directory's *.hcl files sorted by name, not recursively, as dsl.Load reads a directory.
+// It reports the paths it refuses (JSON files, directories without *.hcl files, paths it
+// cannot read) and says whether there were any.
+func fmtFiles(e *env, paths []string) (names []string, failed bool) {
+	seen := map[string]bool{}
+	add := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	for _, p := range paths {
+		p = filepath.Clean(p)
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			if strings.HasSuffix(p, ".json") {
+				fmt.Fprintf(e.stderr, "rlctl: error: %s: fmt formats native syntax (.hcl), not JSON\n", p)
+				failed = true
+				continue
+			}
+			add(p) // a file, or nothing: reading it says which
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
+			failed = true
+			continue
+		}
+		n := len(names)
+		for _, d := range entries {
+			if !d.IsDir() && strings.HasSuffix(d.Name(), ".hcl") {
+				add(filepath.Join(p, d.Name()))
+			}
+		}
+		if len(names) == n {
+			fmt.Fprintf(e.stderr, "rlctl: error: %s: no *.hcl files in the directory\n", p)
+			failed = true
+		}
+	}
+	return names, failed
+}
+
 // writeFile replaces name's content, keeping its permissions.
 func writeFile(name string, data []byte) error {
 	st, err := os.Stat(name)
@@ -89,27 +135,4 @@ func writeFile(name string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, name)
-}
-
-// lineDiff is a minimal unified-style diff: the changed region between the common prefix
-// and suffix of lines.
-func lineDiff(name, a, b string) string {
-	al, bl := strings.SplitAfter(a, "\n"), strings.SplitAfter(b, "\n")
-	i := 0
-	for i < len(al) && i < len(bl) && al[i] == bl[i] {
-		i++
-	}
-	j := 0
-	for j < len(al)-i && j < len(bl)-i && al[len(al)-1-j] == bl[len(bl)-1-j] {
-		j++
-	}
-	var s strings.Builder
-	fmt.Fprintf(&s, "--- %s\n+++ %s (formatted)\n@@ line %d @@\n", name, name, i+1)
-	for _, l := range al[i : len(al)-j] {
-		s.WriteString("-" + strings.TrimSuffix(l, "\n") + "\n")
-	}
-	for _, l := range bl[i : len(bl)-j] {
-		s.WriteString("+" + strings.TrimSuffix(l, "\n") + "\n")
-	}
-	return s.String()
 }
