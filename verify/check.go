@@ -47,7 +47,10 @@ type Result struct {
 	Policy    string `json:"policy"`
 	Rule      string `json:"rule,omitempty"`
 	Algorithm string `json:"algorithm,omitempty"`
-	Params    string `json:"params,omitempty"` // the parameter values checked
+	Params    string `json:"params,omitempty"` // the parameter values checked, by name
+	// Limit is the rule's limit for those values in words, as algorithms'
+	// Algorithm.Describe gives it: "20 per 10m", "20/h, burst 5", "3 in flight, ttl 30s".
+	Limit     string `json:"limit,omitempty"`
 	Property  string `json:"property"`
 	Status    Status `json:"status"`
 	Statement string `json:"statement"` // what was checked
@@ -188,6 +191,10 @@ func Check(cfg *dsl.Config, opts ...Option) (*Findings, error) {
 				res, err := c.rule(p, ru, sub)
 				if err != nil {
 					res = append(res, stopped(p, ru.Name, ru.Algorithm.Name, err))
+				}
+				limit := ru.Algorithm.Describe(w)
+				for k := range res {
+					res[k].Limit = limit
 				}
 				f.Results = append(f.Results, res...)
 			}

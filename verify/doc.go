@@ -111,6 +111,7 @@
 //	    "policy": "careless",
 //	    "rule": "per_user",       // absent for a whole-policy property
 //	    "algorithm": "careless_window", "params": "limit=4 window=10s",
+//	    "limit": "4 per 10s",     // the rule's limit in words, as verify's text shows it
 //	    "property": "errors",     // errors, limit, retry-after, denials, remaining, reset-after,
 //	                              // atomicity, expiry, determinism, client clocks,
 //	                              // race, race (cluster), race (redis.call), *
@@ -127,6 +128,6 @@
 //	  "error": "…"                // only when verify could not run at all; results is then []
 //	}
 //
-// "error", "rule", "algorithm", "params", "client" and "mark" are left out when empty; a
+// "error", "rule", "algorithm", "params", "limit", "client" and "mark" are left out when empty; a
 // result's "error" is the script error a request raised, at its file and line.
 package verify

@@ -95,7 +95,7 @@ func TestFindingsJSONSchema(t *testing.T) {
 		t.Fatal("no results")
 	}
 	required := []string{"calls", "detail", "policy", "property", "statement", "status"}
-	optional := []string{"algorithm", "counterexample", "error", "params", "rule"}
+	optional := []string{"algorithm", "counterexample", "error", "limit", "params", "rule"}
 	statuses := []string{"pass", "skip", "note", "warn", "fail"}
 	var errored int
 	for _, x := range results {

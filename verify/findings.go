@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -33,7 +34,7 @@ func (f *Findings) WriteText(w io.Writer, verbose bool) error {
 			if r.Rule == "" {
 				fmt.Fprintf(ew, "  the whole policy\n")
 			} else {
-				fmt.Fprintf(ew, "  rule %q: %s %s\n", r.Rule, r.Algorithm, r.Params)
+				fmt.Fprintf(ew, "  rule %q: %s %s\n", r.Rule, r.Algorithm, cmp.Or(r.Limit, r.Params))
 			}
 		}
 		fmt.Fprintf(ew, "    %-4s  %-*s  %s\n", r.Status, width, r.Property, r.Detail)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
 )
 
@@ -71,16 +72,20 @@ type RetryStats struct {
 
 // RuleReport is one rule's outcome over every key it kept.
 type RuleReport struct {
-	Policy    string        `json:"policy"`
-	Rule      string        `json:"rule"`
-	Algorithm string        `json:"algorithm"`
-	Shadow    bool          `json:"shadow,omitempty"`
-	Limit     int64         `json:"limit"`     // the largest seen (parameters may vary by request)
-	Window    time.Duration `json:"window_ns"` // the longest seen; see engine.RuleResult.Window
-	Keys      int           `json:"keys"`      // distinct keys
-	Checked   int64         `json:"checked"`   // requests the rule applied to
-	Charged   int64         `json:"charged"`   // cost charged by allowed requests
-	Denied    int64         `json:"denied"`    // requests denied with this rule deciding
+	Policy    string `json:"policy"`
+	Rule      string `json:"rule"`
+	Algorithm string `json:"algorithm"`
+	Shadow    bool   `json:"shadow,omitempty"`
+	Limit     int64  `json:"limit"` // the largest seen (parameters may vary by request)
+	// Terms are the rule's limit in words (algorithms' Algorithm.Describe: "20/h, burst
+	// 5"), one for each distinct limit its requests were checked against, in the order
+	// first seen.
+	Terms   []string      `json:"terms,omitempty"`
+	Window  time.Duration `json:"window_ns"` // the longest seen; see engine.RuleResult.Window
+	Keys    int           `json:"keys"`      // distinct keys
+	Checked int64         `json:"checked"`   // requests the rule applied to
+	Charged int64         `json:"charged"`   // cost charged by allowed requests
+	Denied  int64         `json:"denied"`    // requests denied with this rule deciding
 	// WouldDeny counts requests this rule alone would have denied: for a shadow rule, what
 	// enforcing it would do.
 	WouldDeny int64      `json:"would_deny"`
@@ -301,20 +306,8 @@ func (s *sim) setupTimeline() {
 	}
 }
 
-// fmtDur prints a duration compactly: 10m, 1m30s, 250ms, 1.5s.
-func fmtDur(d time.Duration) string {
-	if d == 0 {
-		return "0s"
-	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+// fmtDur prints a duration compactly: 10m, 1m30s, 250ms, 1.5s (algorithms.FormatDuration).
+func fmtDur(d time.Duration) string { return algorithms.FormatDuration(d.Microseconds()) }
 
 func pct(n, of int64) string {
 	if of == 0 {
@@ -389,7 +382,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(ew)
 
-	tb = table{head: []string{"rule", "algorithm", "limit", "window", "keys", "checked", "denied", "worst key", "retry-after ok"}, left: 2}
+	tb = table{head: []string{"rule", "algorithm", "limit", "keys", "checked", "denied", "worst key", "retry-after ok"}, left: 3, text: map[int]bool{6: true}}
 	for _, ru := range r.Rules {
 		name := r.ruleName(ru.Policy, ru.Rule)
 		denied := strconv.FormatInt(ru.Denied, 10)
@@ -397,11 +390,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			name += " (shadow)"
 			denied = fmt.Sprintf("would %d", ru.WouldDeny)
 		}
-		win := "-"
-		if ru.Window > 0 {
-			win = fmtDur(ru.Window)
-		}
-		tb.add(name, ru.Algorithm, itoa(ru.Limit), win, strconv.Itoa(ru.Keys), itoa(ru.Checked), denied, peakCell(ru.Worst), retryCell(ru.Retry))
+		tb.add(name, ru.Algorithm, termsCell(ru), strconv.Itoa(ru.Keys), itoa(ru.Checked), denied, peakCell(ru.Worst), retryCell(ru.Retry))
 	}
 	tb.write(ew)
 	for _, ru := range r.Rules {
@@ -450,6 +439,22 @@ func retryCell(s RetryStats) string {
 	return cell
 }
 
+// termsCell is a rule's limit in words: its terms, the first two when its parameters
+// gave more.
+func termsCell(ru *RuleReport) string {
+	switch n := len(ru.Terms); {
+	case n == 0:
+		return "-"
+	case n <= 2:
+		return strings.Join(ru.Terms, "; ")
+	default:
+		return fmt.Sprintf("%s; … (%d limits)", strings.Join(ru.Terms[:2], "; "), n)
+	}
+}
+
+// peakCell is a rule's worst key: allowed/limit, then "~ by design (≤ N)" when the
+// excess is within what the algorithm allows by design, and "! over the bound of N" (or
+// "! no bound stated") only for a real breach.
 func peakCell(p *Peak) string {
 	if p == nil {
 		return "-"
@@ -462,10 +467,12 @@ func peakCell(p *Peak) string {
 	}
 	switch {
 	case p.Allowed <= p.Limit:
-	case p.Bound > 0 && p.Allowed > p.Bound:
-		cell += " OVER BOUND"
+	case p.Bound > 0 && p.Allowed <= p.Bound:
+		cell += fmt.Sprintf(" ~ by design (≤ %d)", p.Bound)
+	case p.Bound > 0:
+		cell += fmt.Sprintf(" ! over the bound of %d", p.Bound)
 	default:
-		cell += " !"
+		cell += " ! no bound stated"
 	}
 	return cell
 }
@@ -480,7 +487,7 @@ func peakSentence(p *Peak) string {
 	switch {
 	case p.Allowed <= p.Limit:
 	case p.Bound > 0 && p.Allowed <= p.Bound:
-		s += fmt.Sprintf(" (the algorithm allows up to %d by design)", p.Bound)
+		s += fmt.Sprintf(": within what the algorithm allows by design, up to %d", p.Bound)
 	case p.Bound > 0:
 		s += fmt.Sprintf(" — ABOVE the algorithm's bound of %d", p.Bound)
 	default:

@@ -215,6 +215,27 @@ type ruleState struct {
 	keys  map[string]*keyTrack
 	bound func(limit int64) int64 // what the algorithm allows in a window by design
 	lease bool
+	seen  map[[2]int64]bool // the (limit, window) pairs whose terms rep.Terms has
+}
+
+// terms adds to the rule's Terms the limit request attrs was checked against, when its
+// limit and window are new: the rule's parameters are evaluated only then.
+func (rs *ruleState) terms(rr *engine.RuleResult, attrs engine.Attrs) {
+	k := [2]int64{rr.Limit, int64(rr.Window)}
+	if rs.seen[k] {
+		return
+	}
+	if rs.seen == nil {
+		rs.seen = map[[2]int64]bool{}
+	}
+	rs.seen[k] = true
+	w, err := rs.rule.Wire(attrs)
+	if err != nil {
+		return
+	}
+	if t := rs.rule.Algorithm.Describe(w); !slices.Contains(rs.rep.Terms, t) {
+		rs.rep.Terms = append(rs.rep.Terms, t)
+	}
 }
 
 // pendingReq is a request in flight: released after its hold, probed after its denial.
@@ -608,6 +629,7 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 		rep.Checked++
 		rep.Limit = max(rep.Limit, rr.Limit)
 		rep.Window = max(rep.Window, rr.Window)
+		rs.terms(rr, attrs)
 		if !rr.Allowed {
 			rep.WouldDeny++
 		}

@@ -2,10 +2,7 @@ package verify
 
 import (
 	"fmt"
-	"math"
 	"math/big"
-	"strings"
-	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
 )
@@ -109,21 +106,10 @@ func (s spec) statement() string {
 	return st
 }
 
-// fmtRate prints n per `per` µs as a whole amount per second, minute, hour or day when
-// one is (rates arrive reduced: "1024/h" is 1 per 3.515625s), else as n/period.
-func fmtRate(n, per int64) string {
-	for _, u := range []struct {
-		us   int64
-		name string
-	}{{1e6, "s"}, {60e6, "m"}, {3600e6, "h"}, {86400e6, "d"}} {
-		if u.us >= per && n <= math.MaxInt64/u.us && (n*u.us)%per == 0 {
-			return fmt.Sprintf("%d/%s", n*u.us/per, u.name)
-		}
-	}
-	return fmt.Sprintf("%d/%s", n, fmtUS(per))
-}
+// fmtRate prints n per `per` µs as algorithms.FormatRate does: "20/h".
+func fmtRate(n, per int64) string { return algorithms.FormatRate(n, per) }
 
-func fmtUS(us int64) string { return fmtDur(time.Duration(us) * time.Microsecond) }
+func fmtUS(us int64) string { return algorithms.FormatDuration(us) }
 
 // grant is one allowed charge of a trace.
 type grant struct {
@@ -243,20 +229,4 @@ func (s spec) worst(gs []grant, factor algorithms.Ratio) *excess {
 }
 
 // describeParams renders wire parameters by name: "limit=5 window=1m".
-func describeParams(a *algorithms.Algorithm, w []int64) string {
-	var parts []string
-	i := 0
-	for _, p := range a.Params {
-		switch p.Kind {
-		case algorithms.Count:
-			parts = append(parts, fmt.Sprintf("%s=%d", p.Name, w[i]))
-		case algorithms.Duration:
-			parts = append(parts, fmt.Sprintf("%s=%s", p.Name, fmtUS(w[i])))
-		case algorithms.Rate:
-			parts = append(parts, p.Name+"="+fmtRate(w[i], w[i+1]))
-			i++
-		}
-		i++
-	}
-	return strings.Join(parts, " ")
-}
+func describeParams(a *algorithms.Algorithm, w []int64) string { return a.DescribeParams(w) }

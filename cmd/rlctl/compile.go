@@ -72,14 +72,17 @@ type policyOut struct {
 }
 
 type ruleOut struct {
-	Name      string     `json:"name"`
-	Algorithm string     `json:"algorithm"`
-	When      string     `json:"when,omitempty"`
-	Cost      string     `json:"cost"`
-	Shadow    bool       `json:"shadow,omitempty"`
-	Params    []paramOut `json:"params"`
-	Key       string     `json:"key"`
-	Argv      []string   `json:"argv"`
+	Name      string `json:"name"`
+	Algorithm string `json:"algorithm"`
+	When      string `json:"when,omitempty"`
+	Cost      string `json:"cost"`
+	Shadow    bool   `json:"shadow,omitempty"`
+	// Limit is the rule's limit in words, as simulate and verify show it ("20/h, burst
+	// 5"); "" when a parameter is evaluated per request.
+	Limit  string     `json:"limit,omitempty"`
+	Params []paramOut `json:"params"`
+	Key    string     `json:"key"`
+	Argv   []string   `json:"argv"`
 }
 
 type paramOut struct {
@@ -106,6 +109,17 @@ func describe(cfg *dsl.Config, plan *engine.Plan) planOut {
 		for _, r := range p.Rules {
 			ro := ruleOut{Name: r.Name, Algorithm: r.Algorithm.Name, When: src(r.When), Cost: or(src(r.Cost), "1"), Shadow: r.Shadow}
 			argv := []string{r.Algorithm.Name, "<cost>", "<flags: 1=shadow>"}
+			var wire []int64 // nil once a parameter is evaluated per request
+			for _, pr := range r.Params {
+				if pr.Const == nil {
+					wire = nil
+					break
+				}
+				wire = append(wire, pr.Const...)
+			}
+			if wire != nil {
+				ro.Limit = r.Algorithm.Describe(wire)
+			}
 			for _, pr := range r.Params {
 				po := paramOut{Name: pr.Name}
 				switch {
@@ -137,27 +151,15 @@ func describe(cfg *dsl.Config, plan *engine.Plan) planOut {
 	return out
 }
 
+// human is a constant parameter value as simulate and verify write it: 20/h, 10m, 5.
 func human(k algorithms.Kind, w []int64) string {
 	switch k {
 	case algorithms.Duration:
-		return span(w[0])
+		return algorithms.FormatDuration(w[0])
 	case algorithms.Rate:
-		return fmt.Sprintf("%d per %s", w[0], span(w[1]))
+		return algorithms.FormatRate(w[0], w[1])
 	}
 	return fmt.Sprint(w[0])
-}
-
-// span writes a number of microseconds in the largest unit that divides it exactly.
-func span(us int64) string {
-	for _, u := range []struct {
-		us   int64
-		name string
-	}{{86_400_000_000, "d"}, {3_600_000_000, "h"}, {60_000_000, "m"}, {1_000_000, "s"}, {1_000, "ms"}} {
-		if us%u.us == 0 {
-			return fmt.Sprintf("%d%s", us/u.us, u.name)
-		}
-	}
-	return fmt.Sprintf("%dµs", us)
 }
 
 func or(s, def string) string {
@@ -192,7 +194,11 @@ func printPlan(e *env, p planOut) {
 			if r.Shadow {
 				shadow = " (shadow: counted, never enforced)"
 			}
-			fmt.Fprintf(w, "  rule %s: %s%s\n", r.Name, r.Algorithm, shadow)
+			limit := ""
+			if r.Limit != "" {
+				limit = " " + r.Limit
+			}
+			fmt.Fprintf(w, "  rule %s: %s%s%s\n", r.Name, r.Algorithm, limit, shadow)
 			if r.When != "" {
 				fmt.Fprintf(w, "    when    %s\n", r.When)
 			}

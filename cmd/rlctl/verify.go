@@ -62,7 +62,7 @@ give the same output.
 
 With -json the findings are one JSON object, "schema": 1 (see the verify package's
 documentation): seed, budget, calls, and results, each with policy, rule, algorithm,
-params, property, status (pass, skip, note, warn, fail), statement, detail, calls, error
+params, limit (in words: "20/h, burst 5"), property, status (pass, skip, note, warn, fail), statement, detail, calls, error
 (a script error at its file:line) and counterexample {original, unit, steps: [{at_ns,
 client, request, result, mark}]}. If verify cannot run at all, the object has "error"
 and no results.
