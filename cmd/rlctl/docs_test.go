@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -560,5 +561,67 @@ func TestReadmeWriteAnAlgorithm(t *testing.T) {
 	run([]string{"validate", "policies/"}, &env{stdout: &out, stderr: &out})
 	if !ok || strings.TrimSpace(out.String()) != want {
 		t.Errorf("README says %q after $ rlctl validate policies/; it prints %q", want, out.String())
+	}
+}
+
+// TestReadmeInstall: README.md's Install section follows its opening commands, installs the
+// module's cmd/rlctl with go install …@latest, and its from-source command builds an rlctl
+// whose version names the commit it was built from.
+func TestReadmeInstall(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(readme), "```sh\n")
+	_, after, ok2 := strings.Cut(after, "\n```\n")
+	section, ok3 := strings.CutPrefix(after, "\n## Install\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README's opening sh block is not followed by an Install section")
+	}
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, _, _ := strings.Cut(strings.TrimPrefix(string(mod), "module "), "\n")
+	if want := "go install " + path + "/cmd/rlctl@latest"; !strings.Contains(section, "\n"+want+" ") {
+		t.Errorf("README's Install section lacks %q", want)
+	}
+	const build = "go build -o rlctl ./cmd/rlctl"
+	if !strings.Contains(section, "\n"+build+" ") {
+		t.Fatalf("README's Install section lacks %q", build)
+	}
+	if testing.Short() {
+		t.Skip("builds rlctl")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	if err := exec.Command("git", "-C", root, "rev-parse", "--git-dir").Run(); err != nil {
+		t.Skip("not in a git repository")
+	}
+	// The README's command, writing the binary elsewhere, with VCS stamping on whatever
+	// the machine's go env GOFLAGS say.
+	bin := filepath.Join(t.TempDir(), "rlctl")
+	cmd := exec.Command(goTool, "build", "-o", bin, "./cmd/rlctl")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=true")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", build, err, out)
+	}
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatalf("rlctl version: %v", err)
+	}
+	m := regexp.MustCompile(`^rlctl \S+, revision ([0-9a-f]{40}) of \S+( with local modifications)?, go\S+\n$`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("rlctl version printed %q; want the commit it was built from", out)
+	}
+	if err := exec.Command("git", "-C", root, "cat-file", "-e", string(m[1])+"^{commit}").Run(); err != nil {
+		t.Errorf("rlctl version names revision %s, which is not a commit of the repository", m[1])
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 )
 
@@ -279,13 +280,19 @@ var cmdHelp = &command{
 	},
 }
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "devel"
+// version, when set at build time with -ldflags "-X main.version=…", replaces the module
+// version of the build information.
+var version string
 
 var cmdVersion = &command{
 	name:  "version",
 	short: "print rlctl's version",
-	long:  "Version prints rlctl's version.\n",
+	long: `Version prints rlctl's version, from the build information: the module version of an
+rlctl installed with go install github.com/rlctl/rlctl/cmd/rlctl@VERSION; for one built
+in a clone, the version Go gives the build ((devel), or a pseudo-version from the commit)
+and the commit it was built from, the commit's time and whether the tree had uncommitted
+changes. Then the Go version that built it.
+`,
 	run: func(e *env, args []string) error {
 		fs := flags("version")
 		if err := parse(e, fs, args); err != nil {
@@ -294,9 +301,47 @@ var cmdVersion = &command{
 		if fs.NArg() != 0 {
 			return errUsage
 		}
-		fmt.Fprintf(e.stdout, "rlctl %s\n", version)
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprintf(e.stdout, "rlctl %s\n", versionOf(bi, version))
 		return nil
 	},
+}
+
+// versionOf describes the build bi (nil when there is none): "v1.2.0, go1.26.0" for an
+// installed module, "(devel), revision R of T with local modifications, go1.26.0" for a build
+// in a source tree. A non-empty override replaces the module version.
+func versionOf(bi *debug.BuildInfo, override string) string {
+	if bi == nil {
+		bi = &debug.BuildInfo{}
+	}
+	v := bi.Main.Version
+	if override != "" {
+		v = override
+	}
+	if v == "" {
+		v = "(unknown)"
+	}
+	setting := func(key string) string {
+		for _, s := range bi.Settings {
+			if s.Key == key {
+				return s.Value
+			}
+		}
+		return ""
+	}
+	if rev := setting("vcs.revision"); rev != "" {
+		v += ", revision " + rev
+		if t := setting("vcs.time"); t != "" {
+			v += " of " + t
+		}
+		if setting("vcs.modified") == "true" {
+			v += " with local modifications"
+		}
+	}
+	if bi.GoVersion != "" {
+		v += ", " + bi.GoVersion
+	}
+	return v
 }
 
 func isTerminal(f *os.File) bool {
