@@ -42,6 +42,7 @@ SHA1, its algorithms and the Redis commands it may call.
 		out := describe(cfg, plan)
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
+			enc.SetEscapeHTML(false) // expressions hold && and <, which are not HTML
 			enc.SetIndent("", "  ")
 			return enc.Encode(out)
 		}
@@ -140,15 +141,47 @@ func describe(cfg *dsl.Config, plan *engine.Plan) planOut {
 			}
 			key := "rl:"
 			if p.Shard != nil {
-				key += "{<" + src(p.Shard) + ">}:"
+				key += "{" + keyPart(cfg, p.Shard) + "}:"
 			}
-			ro.Key = key + p.Name + ":" + r.Name + ":<" + src(r.Key) + ">"
+			ro.Key = key + p.Name + ":" + r.Name + ":" + keyPart(cfg, r.Key)
 			ro.Argv = argv
 			po.Rules = append(po.Rules, ro)
 		}
 		out.Policies = append(out.Policies, po)
 	}
 	return out
+}
+
+// keyPart shows a shard or key in the key layout: a constant as the text the engine
+// writes, when it writes it unescaped (engine/keys.go), and anything read from the
+// request as its source in angle brackets.
+func keyPart(cfg *dsl.Config, e *dsl.Expr) string {
+	if len(e.Attrs()) == 0 {
+		if v, err := e.String(noRequest{}); err == nil && plainKeyPart(v) {
+			return v
+		}
+	}
+	return "<" + source(cfg, e.Range()) + ">"
+}
+
+// noRequest is a request without attributes, for evaluating constants.
+type noRequest struct{}
+
+func (noRequest) Attr(string) string { return "" }
+
+// plainKeyPart reports whether the engine writes v in a key as it is: printable ASCII
+// without the characters it escapes, short enough not to be hashed, and neither the empty
+// shard's "" nor its "-".
+func plainKeyPart(v string) bool {
+	if v == "" || v == "-" || len(v) > 128 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x21 || c > 0x7e || strings.IndexByte("{}%#", c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // human is a constant parameter value as simulate and verify write it: 20/h, 10m, 5.
@@ -179,16 +212,21 @@ func source(cfg *dsl.Config, rng hcl.Range) string {
 }
 
 func printPlan(e *env, p planOut) {
-	w := e.stdout
+	// Every value starts in one column, one space after the longest label.
+	type line struct{ indent, label, value string } // no label: a heading
+	var lines []line
+	heading := func(format string, args ...any) { lines = append(lines, line{value: fmt.Sprintf(format, args...)}) }
+	attr := func(indent, label, value string) { lines = append(lines, line{indent, label, value}) }
 	for _, po := range p.Policies {
-		fmt.Fprintf(w, "policy %s\n", po.Name)
+		heading("policy %s", po.Name)
 		if po.Match != "" {
-			fmt.Fprintf(w, "  match     %s\n", po.Match)
+			attr("  ", "match", po.Match)
 		}
 		if po.Shard != "" {
-			fmt.Fprintf(w, "  shard     %s (one hash slot per value: one atomic call on a cluster)\n", po.Shard)
+			attr("  ", "shard", po.Shard+" (one hash slot per value: one atomic call on a cluster)")
 		}
-		fmt.Fprintf(w, "  on_error  %s\n  clock     %s\n", po.OnError, po.Clock)
+		attr("  ", "on_error", po.OnError)
+		attr("  ", "clock", po.Clock)
 		for _, r := range po.Rules {
 			shadow := ""
 			if r.Shadow {
@@ -198,18 +236,32 @@ func printPlan(e *env, p planOut) {
 			if r.Limit != "" {
 				limit = " " + r.Limit
 			}
-			fmt.Fprintf(w, "  rule %s: %s%s%s\n", r.Name, r.Algorithm, limit, shadow)
+			heading("  rule %s: %s%s%s", r.Name, r.Algorithm, limit, shadow)
 			if r.When != "" {
-				fmt.Fprintf(w, "    when    %s\n", r.When)
+				attr("    ", "when", r.When)
 			}
-			fmt.Fprintf(w, "    cost    %s\n", r.Cost)
+			attr("    ", "cost", r.Cost)
 			for _, pr := range r.Params {
-				fmt.Fprintf(w, "    %-7s %s\n", pr.Name, pr.Value)
+				attr("    ", pr.Name, pr.Value)
 			}
-			fmt.Fprintf(w, "    key     %s\n", r.Key)
-			fmt.Fprintf(w, "    argv    %s\n", strings.Join(r.Argv, " "))
+			attr("    ", "key", r.Key)
+			attr("    ", "argv", strings.Join(r.Argv, " "))
 		}
 	}
-	fmt.Fprintf(w, "script %s (protocol %s)\n  algorithms %s\n  commands   %s\n", p.Script.SHA1, p.Script.Protocol,
-		strings.Join(p.Script.Algorithms, " "), strings.Join(p.Script.Commands, " "))
+	heading("script %s (protocol %s)", p.Script.SHA1, p.Script.Protocol)
+	attr("  ", "algorithms", strings.Join(p.Script.Algorithms, " "))
+	attr("  ", "commands", strings.Join(p.Script.Commands, " "))
+	col := 0
+	for _, l := range lines {
+		if l.label != "" {
+			col = max(col, len(l.indent)+len(l.label)+1)
+		}
+	}
+	for _, l := range lines {
+		if l.label == "" {
+			fmt.Fprintln(e.stdout, l.value)
+			continue
+		}
+		fmt.Fprintf(e.stdout, "%s%-*s%s\n", l.indent, col-len(l.indent), l.label, l.value)
+	}
 }
