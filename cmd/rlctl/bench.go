@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -33,7 +34,7 @@ const (
 
 var cmdBench = &command{
 	name:  "bench",
-	args:  "-redis URL [-n N] [-c C] [-duration D] [-keys K] [-policy NAME] [-attr NAME=VALUE]... FILE|DIR...",
+	args:  "-redis ADDR [-n N] [-c C] [-duration D] [-keys K] [-policy NAME] [-attr NAME=VALUE]... FILE|DIR...",
 	short: "measure each policy's decisions per second and latency on a Redis",
 	long: `Bench runs each policy of the files, one at a time, through the engine against the Redis
 at -redis, from C concurrent callers, until N decisions are made or D has passed, and
@@ -55,7 +56,8 @@ counters the policies use in production are never touched, and are deleted at th
 can take the load: the run is as fast as the server allows.
 
 Flags:
-  -redis URL      redis://[user:password@]host:port[/db], rediss://..., or unix:///path
+  -redis ADDR     host:port (port 6379 when left out), redis://[user:password@]host:port[/db],
+                  rediss://... (TLS), or a Unix socket: unix:///path or the path itself
   -n N            decisions per policy (default 10000, at most 10000000)
   -c C            concurrent callers (default 8, at most 1024)
   -duration D     time limit per policy (default 10s)
@@ -71,6 +73,29 @@ Exit status: 0 done, 1 invalid policies, an unreachable Redis, a request the pol
 cannot evaluate, or decisions made without Redis (on_error), 2 usage error.
 `,
 	run: runBench,
+}
+
+// benchRedisOptions reads -redis: a redis://, rediss:// or unix:// URL, a Unix socket's path
+// (absolute or starting with "."), or host:port, the port 6379 when left out.
+func benchRedisOptions(addr string) (*redis.Options, error) {
+	switch {
+	case strings.Contains(addr, "://"):
+		return redis.ParseURL(addr)
+	case strings.HasPrefix(addr, "/"), strings.HasPrefix(addr, "."):
+		return &redis.Options{Network: "unix", Addr: addr}, nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		// A host alone, or a bare IPv6 address.
+		host, port = strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]"), "6379"
+	}
+	if host == "" || strings.ContainsAny(host, "/@?#") {
+		return nil, fmt.Errorf("%q is not host:port or a redis://, rediss:// or unix:// URL", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return nil, fmt.Errorf("%q: the port %q is not a number in [0, 65535]", addr, port)
+	}
+	return &redis.Options{Network: "tcp", Addr: net.JoinHostPort(host, port)}, nil
 }
 
 // benchAttrs is the -attr flag: fixed request attributes.
@@ -90,7 +115,7 @@ func (a benchAttrs) Set(s string) error {
 
 func runBench(e *env, args []string) error {
 	fs := flags("bench")
-	url := fs.String("redis", "", "")
+	addr := fs.String("redis", "", "")
 	n := fs.Int("n", 10_000, "")
 	callers := fs.Int("c", 8, "")
 	limit := fs.Duration("duration", 10*time.Second, "")
@@ -109,8 +134,8 @@ func runBench(e *env, args []string) error {
 	switch {
 	case fs.NArg() == 0:
 		return errUsage
-	case *url == "":
-		return bad("-redis is required: the Redis to measure on, such as redis://127.0.0.1:6379")
+	case *addr == "":
+		return bad("-redis is required: the Redis to measure on, such as 127.0.0.1:6379")
 	case *n < 1 || *n > benchMaxDecisions:
 		return bad("-n %d is not in [1, %d]", *n, benchMaxDecisions)
 	case *callers < 1 || *callers > benchMaxCallers:
@@ -120,7 +145,7 @@ func runBench(e *env, args []string) error {
 	case *keys < 1 || *keys > benchMaxKeys:
 		return bad("-keys %d is not in [1, %d]", *keys, benchMaxKeys)
 	}
-	opt, err := redis.ParseURL(*url)
+	opt, err := benchRedisOptions(*addr)
 	if err != nil {
 		return bad("-redis: %v", err)
 	}
