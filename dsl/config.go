@@ -84,6 +84,12 @@ type Rule struct {
 	Cost *Expr
 	// Shadow rules are evaluated and charged, never enforced.
 	Shadow bool
+	// AcceptBound (accept_bound = true) accepts the bound above its limit that the rule's
+	// algorithm declares by design, such as fixed_window's 2× across a window boundary:
+	// rlctl verify reports traffic within that bound as a note, not a warning, so -strict
+	// fails only on what is unexpected. Beyond the bound is a failure either way. It
+	// changes no decision.
+	AcceptBound bool
 	// Params has one entry per parameter of Algorithm, in its wire order. A Lease
 	// parameter is Const {0}: the engine supplies the lease.
 	Params    []*Param

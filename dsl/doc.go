@@ -29,6 +29,7 @@
 //	    when      = request.user != ""   # bool; default: always
 //	    cost      = 1              # whole number >= 0; default 1
 //	    shadow    = false          # count but never enforce; constant
+//	    accept_bound = false       # accept the algorithm's declared bound (verify: a note); constant
 //	    rate      = "10/s"         # the algorithm's parameters...
 //	    burst     = lookup(local.tiers, request.plan, 60)  # ...constants or expressions
 //	  }

@@ -31,6 +31,7 @@ var ruleAttrs = []hcl.AttributeSchema{
 	{Name: "when"},
 	{Name: "cost"},
 	{Name: "shadow"},
+	{Name: "accept_bound"},
 }
 
 // validName is the form of policy, rule, scenario and traffic names: they appear in Redis
@@ -230,7 +231,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 	content, d = b.Body.Content(schema)
 	for _, x := range d {
 		if x.Summary == "Unsupported argument" || x.Summary == "Extraneous JSON object property" {
-			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost and shadow; %s takes %s.", alg.Name, paramList(alg))
+			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow and accept_bound; %s takes %s.", alg.Name, paramList(alg))
 		}
 	}
 	l.add(d...)
@@ -255,6 +256,16 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 		l.add(d...)
 		if e != nil && e.kind == kindConst && !e.val.IsNull() {
 			r.Shadow = e.val.True()
+		}
+	}
+	if a := content.Attributes["accept_bound"]; a != nil {
+		e, d := l.env.compile(a.Expr, constScope, cty.Bool)
+		l.add(d...)
+		if e != nil && e.kind == kindConst && !e.val.IsNull() {
+			r.AcceptBound = e.val.True()
+		}
+		if g := alg.Guarantee; r.AcceptBound && g.Bound.IsExact() {
+			l.add(warnf(a.Expr.Range(), "accept_bound has no effect", "%s declares no bound above its limit (it is exact, or states no limit), so there is nothing to accept: rlctl verify holds rule %q to its limit either way. Remove accept_bound = true.", alg.Name, r.Name))
 		}
 	}
 	var capacity string // the parameter bounding one request's cost; none for plugins

@@ -26,10 +26,11 @@ const (
 	// request gives).
 	Skip
 	// Note: a finding that is expected and explains the design, such as the race found when
-	// an algorithm's commands run without the script's atomicity.
+	// an algorithm's commands run without the script's atomicity, or traffic within a
+	// declared bound that the rule accepts (accept_bound = true).
 	Note
 	// Warn: the exact statement fails within the algorithm's documented bound, such as
-	// fixed_window's boundary burst.
+	// fixed_window's boundary burst, and the rule does not accept that bound.
 	Warn
 	// Fail: the property is broken.
 	Fail
@@ -195,6 +196,11 @@ func Check(cfg *dsl.Config, opts ...Option) (*Findings, error) {
 				limit := ru.Algorithm.Describe(w)
 				for k := range res {
 					res[k].Limit = limit
+					if ru.AcceptBound && res[k].Status == Warn {
+						// The rule accepts its algorithm's declared bound: within it is
+						// expected, not a warning (beyond it is a failure either way).
+						res[k].Status, res[k].Detail = Note, "accepted: "+res[k].Detail
+					}
 				}
 				f.Results = append(f.Results, res...)
 			}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rlctl/rlctl/verify"
@@ -28,8 +29,8 @@ Per rule (for each parameter value its expressions take in the files' scenarios)
                      leases: at most max held). A plugin is held to the guarantee block it
                      declares, exact unless it declares a bound; nothing is inferred from
                      parameter names. Beyond the exact statement but within a declared
-                     bound (fixed_window's and sliding_window's 2×) is a WARN; beyond the
-                     bound fails.
+                     bound (fixed_window's and sliding_window's 2×) is a WARN, or a note
+                     when the rule says accept_bound = true; beyond the bound fails.
   retry-after        sound (nothing passes earlier) and sufficient (the same request
                      passes then), -1 exactly when the cost can never fit
   denials            an exact guarantee admits too: nothing is denied that the statement
@@ -73,7 +74,8 @@ Flags:
                 of the rule's windows)
   -seed N       the seed of the generated traffic (default 1)
   -clients N    the most concurrent clients in a race (default 6)
-  -strict       treat warnings (documented weaknesses) as failures
+  -strict       treat warnings (documented weaknesses) as failures; a rule with
+                accept_bound = true reports its algorithm's declared bound as a note
   -json         print the findings as JSON
   -v            print the statement of every property checked
 
@@ -144,13 +146,26 @@ func runVerify(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "rlctl: error: %s\n", f.Error)
 		return errFailed
 	}
-	bad := f.Count(verify.Fail)
-	if *strict {
-		bad += f.Count(verify.Warn)
-	}
-	if bad > 0 {
-		fmt.Fprintf(e.stderr, "rlctl: error: %d %s failed\n", bad, plural(bad, "property", "properties"))
+	fails, warns := f.Count(verify.Fail), f.Count(verify.Warn)
+	if msg := verdict(fails, warns, *strict); msg != "" {
+		fmt.Fprintf(e.stderr, "rlctl: error: %s\n", msg)
+		if *strict && warns > 0 {
+			fmt.Fprintln(e.stderr, "rlctl: hint: a warning is traffic within the bound an algorithm declares by design; accept_bound = true on the rule accepts that bound, and verify reports it as a note")
+		}
 		return errFailed
 	}
 	return nil
+}
+
+// verdict says why verify fails, "" when it passes: the properties that failed, and with
+// -strict the warnings, named as warnings: "1 property failed and 4 warnings (-strict)".
+func verdict(fails, warns int, strict bool) string {
+	var parts []string
+	if fails > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s failed", fails, plural(fails, "property", "properties")))
+	}
+	if strict && warns > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s (-strict)", warns, plural(warns, "warning", "warnings")))
+	}
+	return strings.Join(parts, " and ")
 }
