@@ -34,7 +34,7 @@ const (
 
 var cmdBench = &command{
 	name:  "bench",
-	args:  "-redis ADDR [-n N] [-c C] [-duration D] [-keys K] [-policy NAME] [-attr NAME=VALUE]... FILE|DIR...",
+	args:  "-redis ADDR [-n N] [-c C] [-duration D] [-keys K] [-policy NAME] [-deadline D] [-attr NAME=VALUE]... FILE|DIR...",
 	short: "measure each policy's decisions per second and latency on a Redis",
 	long: `Bench runs each policy of the files, one at a time, through the engine against the Redis
 at -redis, from C concurrent callers, until N decisions are made or D has passed, and

@@ -1,13 +1,17 @@
 // Command rlctl checks, formats, explains, simulates and verifies rlctl rate-limit policies.
 //
-//	rlctl validate FILE|DIR...     check policies; diagnostics with source snippets
-//	rlctl fmt [-check] [-diff] FILE...
+//	rlctl validate FILE|DIR...
+//	rlctl fmt [-check] [-diff] FILE|DIR...
 //	rlctl compile [-json] FILE|DIR...
-//	rlctl simulate [-scenario NAME] [-seed N] [-trace FILE] [-json] [-check] [-plot out.svg] FILE|DIR...
-//	rlctl verify [-budget N] [-duration D] [-seed N] [-strict] [-json] FILE|DIR...
-//	rlctl bench -redis URL [-n N] [-c C] [-duration D] FILE
+//	rlctl simulate [-scenario NAME] [-seed N] [-trace FILE] [-json] [-check] [-plot OUT.svg] FILE|DIR...
+//	rlctl verify [-duration D] [-seed N] [-budget N] [-clients N] [-strict] [-json] [-v] FILE|DIR...
+//	rlctl bench -redis ADDR [-n N] [-c C] [-duration D] [-keys K] [-policy NAME] [-deadline D] [-attr NAME=VALUE]... FILE|DIR...
 //	rlctl version
-//	rlctl help [COMMAND|TOPIC]     topics: plugins
+//	rlctl help [COMMAND|TOPIC]
+//
+// Flags may come before, between or after the files; -- ends them. rlctl help COMMAND, or
+// rlctl COMMAND -h, prints a command's help; rlctl help plugins is the guide to plugin
+// algorithms; rlctl --version prints the version.
 //
 // Exit status: 0 success, 1 failure (invalid policies, unformatted files), 2 usage error.
 package main
@@ -194,8 +198,14 @@ See docs/plugins.md.
 func flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	if flagsMade != nil {
+		flagsMade(fs)
+	}
 	return fs
 }
+
+// flagsMade, when set (by a test), is called with every flag set flags returns.
+var flagsMade func(*flag.FlagSet)
 
 // parse parses args, flags and positional arguments in any order: after it fs.Args() are
 // the positional arguments in order, and "--" ends the flags. A bad flag is reported on
