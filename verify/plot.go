@@ -14,13 +14,15 @@ const (
 	plotRight  = 24
 	plotPanel  = 150 // height of one traffic source's chart
 	plotGap    = 56  // room for a panel's title and time axis
-	plotHeader = 48
+	plotHeader = 64
 )
 
 // WriteSVG draws the report's timeline as an SVG image: one chart per traffic source with
 // its allowed (green) and denied (red) requests per time bucket stacked, and, dashed, the
 // limit of the rule that denied most of them, scaled to one bucket (limit × bucket /
-// window, per key); grey bands mark the scenario's faults. The image is self-contained and
+// window, per key; not drawn, and the legend says so, when that is below one request);
+// grey bands mark the scenario's faults. The y axis counts requests per bar, in whole
+// numbers. The image is self-contained and
 // deterministic.
 func (r *Report) WriteSVG(w io.Writer) error {
 	ew := &errWriter{w: w}
@@ -53,7 +55,13 @@ func (r *Report) plotPanel(w io.Writer, s *Series, top int) {
 		peak = max(peak, s.Allowed[i]+s.Denied[i])
 	}
 	limit, label := r.plotLimit(s.Name)
-	yMax := max(niceCeil(max(float64(peak), limit)), 1)
+	drawn := limit >= 1 // a limit below one request per bar would sit on the zero axis
+	top0 := float64(peak)
+	if drawn {
+		top0 = max(top0, limit)
+	}
+	yMax := max(niceCeil(top0), 2)
+	step := max(niceCeil(yMax/4), 1) // integer ticks: requests are whole
 	inner := plotWidth - plotLeft - plotRight
 	y := func(v float64) float64 { return float64(top+plotPanel) - v/yMax*plotPanel }
 	tr := r.traffic(s.Name)
@@ -61,13 +69,23 @@ func (r *Report) plotPanel(w io.Writer, s *Series, top int) {
 	if tr != nil {
 		head = fmt.Sprintf("%s — %d requests, %d allowed, %d denied", s.Name, tr.Requests, tr.Allowed, tr.Denied)
 	}
-	fmt.Fprintf(w, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", plotLeft, top-6, esc(head))
-	// Axes and grid.
-	for _, f := range []float64{0, 0.5, 1} {
-		v := yMax * f
+	fmt.Fprintf(w, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", plotLeft, top-22, esc(head))
+	// The limit's legend, on its own line above the chart: never over the bars.
+	if label != "" {
+		if drawn {
+			label = "- - " + label
+		} else {
+			label += ": below one request per bar, not drawn"
+		}
+		fmt.Fprintf(w, `<text x="%d" y="%d" font-size="11" fill="#1a237e">%s</text>`+"\n", plotLeft, top-7, esc(label))
+	}
+	// Axes and grid: integer ticks, and the axis title.
+	for v := 0.0; v <= yMax; v += step {
 		fmt.Fprintf(w, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", plotLeft, y(v), plotLeft+inner, y(v))
 		fmt.Fprintf(w, `<text x="%d" y="%.1f" text-anchor="end" fill="#555">%s</text>`+"\n", plotLeft-6, y(v)+4, trimFloat(v))
 	}
+	cy := top + plotPanel/2
+	fmt.Fprintf(w, `<text x="16" y="%d" text-anchor="middle" fill="#555" transform="rotate(-90 16 %d)">requests per %s</text>`+"\n", cy, cy, esc(fmtDur(r.Timeline.Bucket)))
 	// Faults: a grey band over the time each was in force, a line at a flush.
 	total := r.Timeline.Bucket * time.Duration(n)
 	for _, f := range r.Faults {
@@ -92,9 +110,8 @@ func (r *Report) plotPanel(w io.Writer, s *Series, top int) {
 		}
 	}
 	io.WriteString(w, b.String())
-	if limit > 0 {
+	if drawn {
 		fmt.Fprintf(w, `<line x1="%d" y1="%.2f" x2="%d" y2="%.2f" stroke="#1a237e" stroke-width="2" stroke-dasharray="6 4"/>`+"\n", plotLeft, y(limit), plotLeft+inner, y(limit))
-		fmt.Fprintf(w, `<text x="%d" y="%.2f" text-anchor="end" fill="#1a237e">%s</text>`+"\n", plotLeft+inner, y(limit)-4, esc(label))
 	}
 	// Time axis: five ticks.
 	for k := 0; k <= 4; k++ {
@@ -123,7 +140,7 @@ func (r *Report) plotLimit(traffic string) (float64, string) {
 			continue
 		}
 		per := float64(ru.Limit) * float64(r.Timeline.Bucket) / float64(ru.Window)
-		return per, fmt.Sprintf("%s: %d per %s per key (%s per bar)", ru.Rule, ru.Limit, fmtDur(ru.Window), trimFloat(per))
+		return per, fmt.Sprintf("limit %s: %s per key (%s per bar)", ru.Rule, termsCell(ru), trimFloat(per))
 	}
 	return 0, ""
 }
