@@ -6,6 +6,9 @@
 //	curl -i http://127.0.0.1:8080/v1/items
 //	curl -i -H 'Authorization: Bearer demo-pro' http://127.0.0.1:8080/v1/items
 //
+// With -policy policies/uploads.hcl, POST /upload reads the whole body before it answers,
+// so a signed-in user's uploads hold a concurrency lease while they last.
+//
 // Callers are anonymous (limited per address) or present one of the demo API keys
 // below, which stand in for a real authentication middleware.
 package main
@@ -194,6 +197,16 @@ func newHandler(e *engine.Engine, trusted []netip.Prefix) http.Handler {
 	mux.HandleFunc("GET /v1/items", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"items":["apple","pear"]}`+"\n")
+	})
+	// An upload reads its whole body before answering, so a concurrency lease
+	// (policies/uploads.hcl) is held for as long as the upload lasts.
+	mux.HandleFunc("POST /upload", func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("upload failed after %d bytes: %v", n, err), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, "received %d bytes\n", n)
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "%s %s: ok\n", r.Method, r.URL.Path)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -155,5 +156,117 @@ func TestRun(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestConcurrentUploads runs five uploads at once by one user on uploads.hcl (at most 3 at
+// a time per user): each body is an io.Pipe that sends one chunk and then waits. Three
+// uploads hold a lease while the handler reads their body, the other two get 503; only
+// once both 503s are in are the three bodies finished, and then each gets 200. A new
+// upload after them gets 200 too. The client sends "Expect: 100-continue", as curl does
+// for a large upload: a refused upload's body is never sent (without it the server reads
+// up to 256 KiB of a refused body before it answers).
+func TestConcurrentUploads(t *testing.T) {
+	const uploads, max, chunk, chunks = 5, 3, 64 << 10, 4
+	cfg, diags := dsl.Load("../../policies/uploads.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	plan, err := engine.Compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(newHandler(engine.New(engine.NewLocal(luahost.New()), plan), nil))
+	defer srv.Close()
+	// Bounds the test, not a timing assertion: a hung upload fails it instead of hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	type result struct {
+		i    int
+		res  *http.Response
+		body string
+		err  error
+	}
+	tr := srv.Client().Transport.(*http.Transport).Clone()
+	tr.ExpectContinueTimeout = time.Minute // wait for the server's 100 Continue or its refusal
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	results := make(chan result, uploads)
+	finish := make(chan struct{}) // closed when the held uploads may send the rest
+	upload := func(i int, body io.Reader) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/upload", body)
+		req.Header.Set("Authorization", "Bearer demo-free")
+		req.Header.Set("Expect", "100-continue")
+		res, err := client.Do(req)
+		r := result{i: i, res: res, err: err}
+		if err == nil {
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			r.body = string(b)
+		}
+		results <- r
+	}
+	pipes := make([]*io.PipeReader, uploads)
+	var feeders sync.WaitGroup
+	for i := range uploads {
+		pr, pw := io.Pipe()
+		pipes[i] = pr
+		feeders.Add(1)
+		go func() { // the slow client: one chunk now, the rest after finish
+			defer feeders.Done()
+			part := bytes.Repeat([]byte{'x'}, chunk)
+			if _, err := pw.Write(part); err != nil {
+				return // refused: the transport stopped reading
+			}
+			<-finish
+			for range chunks - 1 {
+				if _, err := pw.Write(part); err != nil {
+					return
+				}
+			}
+			pw.Close()
+		}()
+		go upload(i, pr)
+	}
+
+	refused := map[int]bool{}
+	for len(refused) < uploads-max {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("upload %d: %v", r.i, r.err)
+		}
+		if r.res.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("upload %d answered %d %q before its body was sent; want %d uploads held and the rest 503",
+				r.i, r.res.StatusCode, r.body, max)
+		}
+		if ct := r.res.Header.Get("Content-Type"); ct != "application/problem+json" ||
+			!strings.Contains(r.body, `"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"`) ||
+			!strings.Contains(r.body, `\"uploads.per_user\" allows 3 concurrent requests and all are in use`) {
+			t.Errorf("upload %d: 503 with %s %s", r.i, ct, r.body)
+		}
+		if got := r.res.Header.Get("Retry-After"); got != "600" {
+			t.Errorf("upload %d: Retry-After %q; want 600, the rule's ttl (when a held lease ends at the latest)", r.i, got)
+		}
+		refused[r.i] = true
+		pipes[r.i].Close()
+	}
+	close(finish)
+	want := fmt.Sprintf("received %d bytes\n", chunk*chunks)
+	for range max {
+		r := <-results
+		if r.err != nil || r.res.StatusCode != 200 || r.body != want {
+			t.Errorf("held upload %d: %v %v %q; want 200 %q", r.i, r.err, r.res, r.body, want)
+		}
+		if refused[r.i] {
+			t.Errorf("upload %d answered twice", r.i)
+		}
+	}
+	feeders.Wait()
+
+	// Every lease is back: a new upload runs.
+	upload(uploads, strings.NewReader("small"))
+	if r := <-results; r.err != nil || r.res.StatusCode != 200 || r.body != "received 5 bytes\n" {
+		t.Errorf("upload after the others: %v %v %q", r.err, r.res, r.body)
 	}
 }
