@@ -22,10 +22,12 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
+// gcraCall is a request to a gcra rule of 10 per hour with a burst of 10: a cell comes
+// back only after 6 minutes, so no real-time delay between calls changes a reply.
 func gcraCall(key string, now int64) *algorithms.Call {
 	g, _ := algorithms.Lookup("gcra")
 	return &algorithms.Call{Op: algorithms.OpCheck, Now: now, Rules: []algorithms.Rule{
-		{Key: key, Algorithm: g, Cost: 1, Params: []int64{10, 1_000_000, 10}},
+		{Key: key, Algorithm: g, Cost: 1, Params: []int64{10, 3_600_000_000, 10}},
 	}}
 }
 
