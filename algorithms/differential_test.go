@@ -14,7 +14,7 @@ import (
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
 // traceCount is the number of random traces per algorithm: RLCTL_TRACES when set (make
-// test runs 2000 without the race detector), else 1000, or 200 under -short or -race.
+// test runs 1000 without the race detector), else 1000, or 200 under -short or -race.
 func traceCount() int {
 	if n, err := strconv.Atoi(os.Getenv("RLCTL_TRACES")); err == nil && n > 0 {
 		return n
