@@ -215,8 +215,14 @@ func (s bucketState) charge(now, cost int64, _ string) state {
 	s.tokens, s.t = sub(s.at(now), rat(cost)), max(s.t, now)
 	return s
 }
+
+// refund gives cost back; a bucket it fills is the empty state, which has no time (the
+// script deletes the key), so a later call whose clock is behind sees a full bucket.
 func (s bucketState) refund(now, cost int64, _ string) state {
 	s.tokens, s.t = minRat(rat(s.cap), add(s.at(now), rat(cost))), max(s.t, now)
+	if s.tokens.Cmp(rat(s.cap)) == 0 {
+		s.t = 0
+	}
 	return s
 }
 
@@ -241,8 +247,13 @@ func (s leakyState) charge(now, cost int64, _ string) state {
 	s.level, s.t = add(s.at(now), rat(cost)), max(s.t, now)
 	return s
 }
+
+// refund takes cost back out; a bucket it empties has no time, as for token_bucket.
 func (s leakyState) refund(now, cost int64, _ string) state {
 	s.level, s.t = maxRat(rat(0), sub(s.at(now), rat(cost))), max(s.t, now)
+	if s.level.Sign() == 0 {
+		s.t = 0
+	}
 	return s
 }
 

@@ -68,6 +68,9 @@ func stepTime(rng *rand.Rand, now int64, scale int64) int64 {
 
 // genTrace draws a trace of n calls over keys, answering each with the oracle so that
 // some calls land exactly on a previous denial's retry-after (and one microsecond before).
+// In half the traces the calls come from clients whose clocks are up to a skew behind the
+// true time (client-clock mode): a quarter of the calls are told an earlier now, and
+// every call carries the skew, as the engine sends a client-clock policy's clock_skew.
 func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 	o := NewOracle()
 	now := int64(1_700_000_000_000_000) + rng.Int64N(1_000_000_000_000)
@@ -78,6 +81,10 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 		}
 	}
 	scale = min(scale, 10_000_000_000)
+	var skew int64
+	if rng.IntN(2) == 0 {
+		skew = 1 + rng.Int64N(max(scale/4, 1))
+	}
 	var calls []Call
 	var replies []Reply
 	lease := 0
@@ -96,7 +103,10 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 		if !jumped {
 			now = stepTime(rng, now, scale)
 		}
-		c := Call{Op: OpCheck, Now: now}
+		c := Call{Op: OpCheck, Now: now, Skew: skew}
+		if skew > 0 && rng.IntN(4) == 0 {
+			c.Now -= rng.Int64N(skew + 1)
+		}
 		if rng.IntN(10) == 0 {
 			c.Op = OpRefund
 		}
@@ -368,7 +378,8 @@ func expiredEarly(calls []Call, got Reply) bool {
 	return err == nil && expired.Allowed == got.Allowed && expired.Decider == got.Decider && slices.Equal(expired.Rules, got.Rules)
 }
 
-// hostExec runs calls on a fresh luahost whose clock follows each call's time, so TTLs
+// hostExec runs calls on a fresh luahost whose clock follows the calls' time (the latest
+// so far: a call whose client clock is behind does not move the server's back), so TTLs
 // expire on the trace's own clock. After the trace it advances the clock past every
 // reported reset-after and fails if any key is left: idle state must disappear.
 type hostExec struct {
@@ -385,13 +396,14 @@ func (e hostExec) run(calls []Call) ([]Reply, error) {
 	}
 	ctx := context.Background()
 	out := make([]Reply, len(calls))
-	var horizon int64
+	var horizon, server int64
 	for i := range calls {
 		argv, err := calls[i].Argv()
 		if err != nil {
 			return nil, err
 		}
-		clock.Set(time.UnixMicro(calls[i].Now))
+		server = max(server, calls[i].Now)
+		clock.Set(time.UnixMicro(server))
 		v, err := h.EvalSHA(ctx, e.script.SHA1, calls[i].Keys(), argv)
 		r, err := decode(&calls[i], v, err)
 		if err != nil {
@@ -399,7 +411,7 @@ func (e hostExec) run(calls []Call) ([]Reply, error) {
 		}
 		out[i] = r
 		for _, rr := range r.Rules {
-			horizon = max(horizon, r.Now+rr.ResetAfter)
+			horizon = max(horizon, server+rr.ResetAfter+calls[i].Skew)
 		}
 	}
 	if horizon > 0 {

@@ -26,11 +26,12 @@ function validate(p)
   end
 end
 
--- delay returns D scaled by rate: max(0, TAT - now) * rate.
+-- delay returns D scaled by rate, max(0, TAT - now) * rate, and whether TAT >= now (a
+-- TAT exactly now is state a refund still clears).
 local function delay(key, now, rate)
   local v = redis.pcall('GET', key)
   if type(v) ~= 'string' then
-    return 0
+    return 0, false
   end
   local t, r = tonumber(v), 0
   if t == nil then
@@ -38,9 +39,9 @@ local function delay(key, now, rate)
     t, r = tonumber(a), tonumber(b)
   end
   if t == nil or r == nil or t < now then
-    return 0
+    return 0, false
   end
-  return (t - now) * rate + r
+  return (t - now) * rate + r, true
 end
 
 -- store writes the TAT now + d/rate (d scaled by rate) to live until it has passed.
@@ -74,8 +75,8 @@ end
 
 function refund(key, now, cost, p)
   local rate, period = p[1], p[2]
-  local d = delay(key, now, rate)
-  if d == 0 then
+  local d, live = delay(key, now, rate)
+  if not live then
     return
   end
   d = nonneg(d - cost * period)
