@@ -2,6 +2,7 @@ package algorithms
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 )
 
@@ -56,6 +57,11 @@ type Terms struct {
 func (t Terms) Refill() int64 {
 	if t.Rate <= 0 {
 		return t.Interval
+	}
+	if t.Amount >= 0 && t.Period >= 0 && t.Amount <= math.MaxInt64/max(t.Period, 1) {
+		if n := t.Amount * t.Period; n <= math.MaxInt64-t.Rate {
+			return (n + t.Rate - 1) / t.Rate // exact in int64: no allocation
+		}
 	}
 	v := new(big.Int).Mul(big.NewInt(t.Amount), big.NewInt(t.Period))
 	r := big.NewInt(t.Rate)

@@ -1,6 +1,7 @@
 package algorithms
 
 import (
+	"math/big"
 	"strings"
 	"testing"
 )
@@ -67,5 +68,24 @@ func TestRatioAndRefill(t *testing.T) {
 		Terms: func(w []int64) (Terms, error) { return Terms{Amount: w[0] - 5, Interval: 1}, nil }}}
 	if _, ok, err := bad.TermsOf([]int64{3}); ok || err == nil || !strings.Contains(err.Error(), "must be positive") {
 		t.Errorf("non-positive terms: %v %v", ok, err)
+	}
+}
+
+// Refill's integer path agrees with exact big-integer arithmetic, including near the
+// int64 limit where it must fall back.
+func TestRefillExact(t *testing.T) {
+	for _, c := range []Terms{
+		{Amount: 7, Rate: 3, Period: 5}, {Amount: 1, Rate: 1, Period: 1}, {Amount: 1 << 40, Rate: 7, Period: 1 << 22},
+		{Amount: 1 << 53, Rate: 3, Period: 1 << 20}, {Amount: 1 << 62, Rate: 1 << 62, Period: 3},
+	} {
+		n := new(big.Int).Mul(big.NewInt(c.Amount), big.NewInt(c.Period))
+		n.Add(n, big.NewInt(c.Rate-1)).Quo(n, big.NewInt(c.Rate))
+		want := int64(MaxInt)
+		if n.IsInt64() {
+			want = n.Int64()
+		}
+		if got := c.Refill(); got != want {
+			t.Errorf("%+v: refill %d, want %d", c, got, want)
+		}
 	}
 }

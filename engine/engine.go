@@ -357,9 +357,13 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 	}
 	d := &Decision{Allowed: true, Decider: -1, Rules: make([]RuleResult, len(rules))}
 	for i := range rules {
+		w, ok := e.plan.windows[rules[i].rule]
+		if !ok {
+			w = window(&rules[i].call)
+		}
 		d.Rules[i] = RuleResult{
 			Policy: rules[i].policy.Name, Rule: rules[i].rule.Name, Algorithm: rules[i].call.Algorithm.Name,
-			Shadow: rules[i].call.Shadow, Allowed: true, Key: rules[i].call.Key, Window: window(&rules[i].call),
+			Shadow: rules[i].call.Shadow, Allowed: true, Key: rules[i].call.Key, Window: w,
 			cost: rules[i].call.Cost,
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/dsl"
 )
 
 func TestRenderKey(t *testing.T) {
@@ -224,5 +225,39 @@ func TestWindow(t *testing.T) {
 		if got := window(&algorithms.Rule{Algorithm: a, Params: c.params}); got != c.want {
 			t.Errorf("%s%v: window %v, want %v", name, c.params, got, c.want)
 		}
+	}
+}
+
+// A plan keeps the window of every rule whose parameters are constant, the same as a
+// decision would derive, so decisions do not evaluate guarantees per request; a rule with
+// a per-request parameter has none kept.
+func TestPlanKeepsConstantWindows(t *testing.T) {
+	cfg, diags := dsl.Parse(map[string][]byte{"p.hcl": []byte(`policy "p" {
+  rule "c" {
+    algorithm = "gcra"
+    key       = "k"
+    rate      = "20/h"
+    burst     = 5
+  }
+  rule "v" {
+    algorithm = "sliding_log"
+    key       = "k2"
+    limit     = request.plan == "pro" ? 50 : 5
+    window    = "1m"
+  }
+}`)})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	plan, err := Compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, v := cfg.Policies[0].Rules[0], cfg.Policies[0].Rules[1]
+	if got := plan.windows[c]; got != 15*time.Minute {
+		t.Errorf("constant rule's window %v, want 15m (5 cells at 20/h)", got)
+	}
+	if _, kept := plan.windows[v]; kept {
+		t.Error("a window was kept for a rule with a per-request limit")
 	}
 }

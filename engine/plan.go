@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
@@ -12,6 +13,9 @@ import (
 type Plan struct {
 	script   *algorithms.Script
 	policies []*dsl.Policy
+	// windows holds RuleResult.Window of the rules whose parameters are constant, so a
+	// decision does not evaluate a guarantee (for a plugin, HCL expressions) per request.
+	windows map[*dsl.Rule]time.Duration
 }
 
 // Compile turns a loaded, validated configuration into a Plan: it assembles the engine
@@ -32,7 +36,27 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 			}
 		}
 	}
-	return &Plan{script: s, policies: cfg.Policies}, nil
+	p := &Plan{script: s, policies: cfg.Policies, windows: map[*dsl.Rule]time.Duration{}}
+	for _, pol := range cfg.Policies {
+		for _, r := range pol.Rules {
+			if w, ok := constWire(r); ok {
+				p.windows[r] = window(&algorithms.Rule{Algorithm: r.Algorithm, Params: w})
+			}
+		}
+	}
+	return p, nil
+}
+
+// constWire returns r's wire parameters when every one is a constant.
+func constWire(r *dsl.Rule) ([]int64, bool) {
+	var w []int64
+	for _, prm := range r.Params {
+		if prm.Const == nil {
+			return nil, false
+		}
+		w = append(w, prm.Const...)
+	}
+	return w, len(w) == r.Algorithm.WireLen()
 }
 
 // Script returns the engine script the plan runs.
