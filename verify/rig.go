@@ -103,6 +103,9 @@ type subject struct {
 	// slack is the clock skew its calls carry (algorithms.Call.Skew): a client-clock
 	// policy's, so that its keys outlive a clock running behind, as in production.
 	slack int64
+	// fresh is what a peek at an empty key reports as remaining, once a probe has asked.
+	fresh      int64
+	freshKnown bool
 }
 
 func newSubject(a *algorithms.Algorithm, params []int64, key string) *subject {
@@ -254,18 +257,21 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 			return p, err
 		}
 	}
-	// An empty key's peek, on a key nothing else uses.
-	g.h.Restore(snap)
-	fresh := *s
-	fresh.key = s.key + ":fresh"
-	q := st
-	q.cost, q.lease = 0, probeLease
-	c := algorithms.Call{Op: algorithms.OpCheck, Skew: s.slack, Rules: []algorithms.Rule{fresh.rule(q)}}
-	rep, err := g.do(st.at, st.skew, &c)
-	if err != nil {
-		return p, err
+	// An empty key's peek, on a key nothing else uses, asked once per subject.
+	if !s.freshKnown {
+		g.h.Restore(snap)
+		fresh := *s
+		fresh.key = s.key + ":fresh"
+		q := st
+		q.cost, q.lease = 0, probeLease
+		c := algorithms.Call{Op: algorithms.OpCheck, Skew: s.slack, Rules: []algorithms.Rule{fresh.rule(q)}}
+		rep, err := g.do(st.at, st.skew, &c)
+		if err != nil {
+			return p, err
+		}
+		s.fresh, s.freshKnown = rep.Rules[0].Remaining, true
 	}
-	p.fresh = rep.Rules[0].Remaining
+	p.fresh = s.fresh
 	if rr.ResetAfter >= 0 && rr.ResetAfter < maxProbeAhead {
 		r, _, err := ask(st.at+rr.ResetAfter, 0)
 		if err != nil {
