@@ -54,7 +54,7 @@ func TestDocsPlugins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := fencedBlocks(t, string(doc))
+	blocks := fencedBlocks(t, "docs/plugins.md", string(doc))
 	if len(blocks) < 10 {
 		t.Fatalf("only %d fenced blocks in docs/plugins.md", len(blocks))
 	}
@@ -125,7 +125,8 @@ func (b docBlock) session() bool { return b.lang == "" && strings.HasPrefix(b.te
 
 var markerRE = regexp.MustCompile(`^<!-- ((?:file|example|variant): .+) -->$`)
 
-func fencedBlocks(t *testing.T, doc string) []docBlock {
+// fencedBlocks returns the fenced blocks of doc, the text of the file named name.
+func fencedBlocks(t *testing.T, name, doc string) []docBlock {
 	var out []docBlock
 	lines := strings.Split(doc, "\n")
 	for i := 0; i < len(lines); i++ {
@@ -144,7 +145,7 @@ func fencedBlocks(t *testing.T, doc string) []docBlock {
 			body.WriteString(lines[i] + "\n")
 		}
 		if i == len(lines) {
-			t.Fatalf("docs/plugins.md:%d: the block never ends", b.line)
+			t.Fatalf("%s:%d: the block never ends", name, b.line)
 		}
 		b.text = body.String()
 		out = append(out, b)
@@ -190,17 +191,20 @@ func splitEllipsis(text string) []string {
 	return parts
 }
 
-// checkExample checks that text is the body of function fn in file, less one tab of
-// indentation, its "../policies/" read as "policies/".
+// checkExample checks that text is FILE (arg "FILE") or the body of function FUNC in FILE
+// (arg "FILE FUNC") less one tab of indentation, its "../policies/" read as "policies/".
 func checkExample(t *testing.T, abs, arg, text string) {
-	file, fn, ok := strings.Cut(arg, " ")
-	if !ok {
-		t.Fatalf("example marker %q: want FILE FUNC", arg)
-	}
+	file, fn, _ := strings.Cut(arg, " ")
 	path := filepath.Join(abs, file)
 	src, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fn == "" {
+		if got := strings.ReplaceAll(string(src), `"../policies/`, `"policies/`); got != text {
+			t.Errorf("the go block is not %s:\n--- docs\n%s--- %s\n%s", file, text, file, got)
+		}
+		return
 	}
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, path, src, parser.ParseComments)
@@ -623,5 +627,37 @@ func TestReadmeInstall(t *testing.T) {
 	}
 	if err := exec.Command("git", "-C", root, "cat-file", "-e", string(m[1])+"^{commit}").Run(); err != nil {
 		t.Errorf("rlctl version names revision %s, which is not a commit of the repository", m[1])
+	}
+}
+
+// TestReadmeGoSnippets holds every ```go block of README.md to a compiled, tested example:
+// the line before it is a marker <!-- example: FILE --> (the block is FILE, whole) or
+// <!-- example: FILE FUNC --> (the body of FUNC), checked as docs/plugins.md's are. The
+// Examples run with their packages' tests; engine's TestExampleEmbedOnRedis runs the
+// embed example on a real Redis.
+func TestReadmeGoSnippets(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, b := range fencedBlocks(t, "README.md", string(readme)) {
+		if b.lang != "go" {
+			continue
+		}
+		n++
+		arg, ok := strings.CutPrefix(b.marker, "example: ")
+		if !ok {
+			t.Errorf("README.md:%d: a ```go block without an <!-- example: FILE [FUNC] --> marker before it", b.line)
+			continue
+		}
+		checkExample(t, abs, arg, b.text)
+	}
+	if n < 2 {
+		t.Errorf("README.md has %d go blocks; want the Embed in Go and HTTP middleware ones", n)
 	}
 }
