@@ -384,23 +384,10 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 		if pf.v == nil {
 			continue
 		}
-		want := pf.v
-		fails := func(try []step) bool {
-			res, g, err := sub.run(c.g, try)
-			if err != nil {
-				return false
-			}
-			c.calls += g.calls + g.probeCalls
-			v := checks[k](g, try, res)
-			return v != nil && !worse(want, v)
-		}
-		small := shrinkSteps(pf.steps, fails)
-		res, g, err := sub.run(c.g, small)
-		if err != nil {
+		var err error
+		if pf.v, pf.ce, err = c.shrink(sub, pf.steps, pf.v, checks[k]); err != nil {
 			return nil, err
 		}
-		pf.v = checks[k](g, small, res)
-		pf.ce = sub.counterexample(small, res, pf.v.mark, len(pf.steps))
 	}
 	out := []Result{c.ruleErrors(p, ru, sub, params, &fe, traces, calls)}
 	for _, pf := range props {
@@ -435,6 +422,28 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 		return nil, err
 	}
 	return append(out, race), nil
+}
+
+// shrink shrinks steps, whose trace breaks a property as v says, against "breaks it at
+// least as badly" by check, and returns the breach of the shrunk trace with its
+// counterexample.
+func (c *checker) shrink(sub *subject, steps []step, v *violation, check func(*rig, []step, []result) *violation) (*violation, *Counterexample, error) {
+	small := shrinkSteps(steps, func(try []step) bool {
+		res, g, err := sub.run(c.g, try)
+		if err != nil {
+			return false
+		}
+		c.calls += g.calls + g.probeCalls
+		w := check(g, try, res)
+		return w != nil && !worse(v, w)
+	})
+	res, g, err := sub.run(c.g, small)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.calls += g.calls + g.probeCalls
+	v = check(g, small, res)
+	return v, sub.counterexample(small, res, v.mark, len(steps)), nil
 }
 
 // errorFinding collects the traces of a rule that ended in a script error.

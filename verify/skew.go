@@ -67,24 +67,13 @@ func (c *checker) clientClocks(p *dsl.Policy, ru *dsl.Rule, sub *subject, params
 		r.Detail = fmt.Sprintf("held on %d traces, %d requests from clients up to %s apart", traces, calls, fmtUS(sk.spec.skew))
 		return r, nil
 	}
-	want := worst
-	small := shrinkSteps(worstSteps, func(try []step) bool {
-		res, g, err := sk.run(c.g, try)
-		if err != nil {
-			return false
-		}
-		c.calls += g.calls
-		v := checkClocks(&sk, try, res)
-		return v != nil && !worse(want, v)
+	v, ce, err := c.shrink(&sk, worstSteps, worst, func(_ *rig, steps []step, res []result) *violation {
+		return checkClocks(&sk, steps, res)
 	})
-	res, g, err := sk.run(c.g, small)
 	if err != nil {
 		return r, err
 	}
-	c.calls += g.calls
-	v := checkClocks(&sk, small, res)
-	r.Status, r.Detail = v.status, v.msg
-	r.Counterexample = sk.counterexample(small, res, v.mark, len(worstSteps))
+	r.Status, r.Detail, r.Counterexample = v.status, v.msg, ce
 	return r, nil
 }
 
