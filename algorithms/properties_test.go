@@ -216,7 +216,7 @@ func TestRedisTTLCoversReset(t *testing.T) {
 func TestRedisRejectsMalformedCalls(t *testing.T) {
 	ex := loadRedis(t)
 	ctx := context.Background()
-	ok := []string{"3", "check", "1800000000000000", "", "", "1", "gcra", "1", "0", "10", "1000000", "5"}
+	ok := []string{Protocol, "check", "1800000000000000", "", "", "1", "gcra", "1", "0", "10", "1000000", "5"}
 	with := func(i int, vs ...string) []string { // ok with ok[i:] replaced by vs
 		return append(append([]string{}, ok[:i]...), vs...)
 	}

@@ -13,11 +13,27 @@ import (
 	"github.com/rlctl/rlctl/lua"
 )
 
-// Script is an assembled engine script: the prelude, a set of algorithms and the dispatcher.
+// Script is an assembled engine script: the prelude, a set of algorithms, the rules
+// compiled into it and the dispatcher. It has two forms of one text: Source, run with
+// EVAL / EVALSHA, and Library, loaded with FUNCTION LOAD and run with FCALL Function. Both
+// are Body with a line that runs its main function: whichever a server takes, it runs the
+// same code.
 type Script struct {
-	Source     string       // the Lua program sent to SCRIPT LOAD
+	Source     string       // the Lua program sent to SCRIPT LOAD: Body, then a call of its main
 	SHA1       string       // lowercase hex SHA1 of Source, the EVALSHA handle
 	Algorithms []*Algorithm // in script order
+	// Rules are the compiled rules, in order: Rules[i].Index is i+1.
+	Rules []*Compiled
+
+	// Body is the code both forms share: every definition, and main(KEYS, ARGV).
+	Body string
+	// Library is the text for FUNCTION LOAD: a "#!lua name=<Function>" line, Body, and the
+	// registration of main as Function.
+	Library string
+	// Function is the name of the library and of its one function: "rlctl_" and the first
+	// 24 hex digits of Body's SHA1, so that deployments of different policies can share a
+	// server.
+	Function string
 
 	// lines maps Source's lines back to the files they came from (see Locate). It is
 	// metadata: Source and SHA1 do not depend on it.
@@ -55,9 +71,11 @@ func (s *Script) Algorithm(name string) (*Algorithm, bool) {
 
 var validName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
-// Assemble builds one engine script from algs, in the order given. Names must be unique
-// lowercase identifiers. The same algorithms in the same order always give the same SHA1.
-func Assemble(algs []*Algorithm) (*Script, error) {
+// Assemble builds one engine script from algs, in the order given, with rules compiled
+// into it (see Compiled). Names must be unique lowercase identifiers, and every rule's
+// algorithm one of algs. The same algorithms and rules in the same order always give the
+// same script and SHA1.
+func Assemble(algs []*Algorithm, rules ...*Compiled) (*Script, error) {
 	var b strings.Builder
 	var lines []segment
 	line := 1 // the line of Source that b's next byte starts on
@@ -79,17 +97,38 @@ func Assemble(algs []*Algorithm) (*Script, error) {
 		}
 		seen[a.Name] = true
 	}
-	write("\nlocal function load_algorithm(name)\n", "", "")
+	compiled := make([]*Compiled, len(rules))
+	for i, r := range rules {
+		c, err := r.check(algs)
+		if err != nil {
+			return nil, fmt.Errorf("compiled rule %d: %w", i+1, err)
+		}
+		c.Index = i + 1
+		compiled[i] = c
+	}
+	write("\nlocal builtins = {}\nlocal function load_algorithm(name)\nlocal b = builtins[name]\nif b then\nreturn b[1], b[2], b[3], b[4], b[5]\nend\n", "", "")
 	for _, a := range algs {
 		write(fmt.Sprintf("if name == '%s' then\nlocal params, validate, check, commit, refund\n", a.Name), "", "")
 		write(a.Source, a.Name+".lua", a.Name)
+		if IsBuiltin(a) {
+			write("\nbuiltins[name] = {params, validate or false, check, commit, refund or false}\n", "", "")
+		}
 		write("\nreturn params, validate or false, check, commit, refund or false\nend\n", "", "")
 	}
 	write("return nil\nend\n\n", "", "")
+	write(compiledRules(compiled), "", "")
 	write(lua.Source("dispatch.lua"), "dispatch.lua", "")
-	src := b.String()
+	body := b.String()
+	bodySum := sha1.Sum([]byte(body))
+	fn := "rlctl_" + hex.EncodeToString(bodySum[:])[:24]
+	src := body + "\nreturn main(KEYS, ARGV)\n"
 	sum := sha1.Sum([]byte(src))
-	return &Script{Source: src, SHA1: hex.EncodeToString(sum[:]), Algorithms: slices.Clone(algs), lines: lines}, nil
+	return &Script{
+		Source: src, SHA1: hex.EncodeToString(sum[:]), Algorithms: slices.Clone(algs), Rules: compiled,
+		Body: body, Function: fn,
+		Library: "#!lua name=" + fn + "\n" + body + "\nredis.register_function('" + fn + "', main)\n",
+		lines:   lines,
+	}, nil
 }
 
 // WithFiles returns a copy of s whose line map names the source files of the algorithms
@@ -121,8 +160,10 @@ func (s *Script) Position(n int) (file string, line int, ok bool) {
 }
 
 // scriptLine is how Redis and luahost name a line of a script in an error: the chunk
-// name "user_script" (Redis 7; "@user_script" in "on @user_script:N."), then the line.
-var scriptLine = regexp.MustCompile(`\buser_script:(\d+)\b`)
+// name "user_script" (Redis 7; "@user_script" in "on @user_script:N."), or
+// "user_function" for the library form, whose first line is its "#!lua" line; then the
+// line.
+var scriptLine = regexp.MustCompile(`\buser_(script|function):(\d+)\b`)
 
 // Locate rewrites every line of the script an error text names ("user_script:N", as
 // Redis 7 and luahost report a Lua error: "ERR user_script:641: attempt to perform
@@ -130,13 +171,17 @@ var scriptLine = regexp.MustCompile(`\buser_script:(\d+)\b`)
 // ("careless_window.lua:17: attempt to …"); see Position. Positions it cannot map, and
 // the rest of the text, are kept as they are.
 func (s *Script) Locate(text string) string {
-	if !strings.Contains(text, "user_script:") {
+	if !strings.Contains(text, "user_script:") && !strings.Contains(text, "user_function:") {
 		return text
 	}
 	return scriptLine.ReplaceAllStringFunc(text, func(m string) string {
-		n, err := strconv.Atoi(m[len("user_script:"):])
+		kind, num, _ := strings.Cut(m, ":")
+		n, err := strconv.Atoi(num)
 		if err != nil {
 			return m
+		}
+		if kind == "user_function" {
+			n-- // the library's "#!lua" line
 		}
 		if file, line, ok := s.Position(n); ok {
 			return file + ":" + strconv.Itoa(line)

@@ -118,12 +118,13 @@ func TestLocate(t *testing.T) {
 		{"ERR user_script:" + strconv.Itoa(first+2) + ": y script: abc, on @user_script:" + strconv.Itoa(first+2) + ".", "ERR gcra.lua:3: y script: abc, on @gcra.lua:3."},
 		{"user_script:999999: far", "user_script:999999: far"},
 		{"my_user_script:1", "my_user_script:1"},
+		{"ERR user_function:" + strconv.Itoa(first+3) + ": z", "ERR gcra.lua:3: z"},
 	} {
 		if got := s.Locate(tc.in); got != tc.want {
 			t.Errorf("Locate(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
-	last := strings.Count(s.Source, "\n") // the dispatcher's last line ("return out")
+	last := strings.Count(s.Body, "\n") // the dispatcher's last line ("end" of main)
 	if file, _, ok := s.Position(last); !ok || file != "dispatch.lua" {
 		t.Errorf("line %d: %s %v", last, file, ok)
 	}

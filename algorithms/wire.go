@@ -8,7 +8,7 @@ import (
 )
 
 // Protocol is the ARGV layout version the dispatcher speaks; a mismatch is an error reply.
-const Protocol = "3"
+const Protocol = "4"
 
 // Op selects what a call does.
 type Op string
@@ -50,6 +50,10 @@ type Rule struct {
 	Shadow    bool       // evaluated and charged, never enforced
 	Params    []int64    // Algorithm.WireLen() values; a Lease slot holds 0
 	Lease     string     // the value of a Lease slot
+	// Compiled, when set, is the rule of the call's script this rule is: the call names
+	// it and sends its cost and the values at Compiled.Vary only. Algorithm, Shadow and
+	// the constant Params must be the compiled rule's.
+	Compiled *Compiled
 }
 
 // Keys returns the call's KEYS.
@@ -103,6 +107,13 @@ func (c *Call) Argv() ([]string, error) {
 		if r.Cost < 0 || r.Cost > MaxInt {
 			return nil, fmt.Errorf("rule %d: cost %d out of range [0, 2^53]", i+1, r.Cost)
 		}
+		if r.Compiled != nil {
+			var err error
+			if argv, err = r.appendCompiled(argv); err != nil {
+				return nil, fmt.Errorf("rule %d: %w", i+1, err)
+			}
+			continue
+		}
 		if err := r.Algorithm.Validate(r.Params); err != nil {
 			return nil, fmt.Errorf("rule %d: %w", i+1, err)
 		}
@@ -121,6 +132,37 @@ func (c *Call) Argv() ([]string, error) {
 			}
 			argv = append(argv, strconv.FormatInt(v, 10))
 		}
+	}
+	return argv, nil
+}
+
+// appendCompiled appends the compiled rule r's values to argv: "@<index>", its cost, and
+// the values at its varying positions. The constants were validated when the script was
+// assembled; a rule whose own values vary is validated whole.
+func (r *Rule) appendCompiled(argv []string) ([]string, error) {
+	c := r.Compiled
+	if r.Algorithm != c.Algorithm || r.Shadow != c.Shadow || len(r.Params) != len(c.Params) {
+		return nil, fmt.Errorf("does not match compiled rule %d (%s)", c.Index, c.Algorithm.Name)
+	}
+	leasesOnly := true
+	for _, j := range c.Vary {
+		leasesOnly = leasesOnly && c.Algorithm.isLeaseSlot(j)
+	}
+	if !leasesOnly {
+		if err := r.Algorithm.Validate(r.Params); err != nil {
+			return nil, err
+		}
+	}
+	argv = append(argv, "@"+strconv.Itoa(c.Index), strconv.FormatInt(r.Cost, 10))
+	for _, j := range c.Vary {
+		if c.Algorithm.isLeaseSlot(j) {
+			if r.Lease == "" {
+				return nil, fmt.Errorf("%s needs a lease id", r.Algorithm.Name)
+			}
+			argv = append(argv, r.Lease)
+			continue
+		}
+		argv = append(argv, strconv.FormatInt(r.Params[j], 10))
 	}
 	return argv, nil
 }

@@ -1,7 +1,10 @@
 -- rlctl engine script: dispatcher (the script's main body).
 --
+-- main(KEYS, ARGV) runs one call. The script calls it with its KEYS and ARGV (EVAL); the
+-- library form of the same text registers it as a function (FUNCTION LOAD, then FCALL).
+--
 -- KEYS: one key per rule, in rule order. Keys must be distinct.
--- ARGV: [1] protocol version ("2")
+-- ARGV: [1] protocol version ("4")
 --       [2] op: "check" (decide and charge, all or nothing) or "refund" (undo a charge)
 --       [3] now in microseconds, or "" to read the server clock (TIME)
 --       [4] deadline: the server-clock instant in microseconds after which the caller no
@@ -9,8 +12,12 @@
 --       [5] clock skew: with client clocks, how far apart callers' clocks may be, in
 --           microseconds, added to every TTL set through expire_us; "" for none
 --       [6] number of rules n (= #KEYS)
---       then per rule: algorithm name, cost (integer >= 0), flags (bit 1: shadow),
---       and the algorithm's parameters (a fixed count per algorithm).
+--       then per rule, either
+--         a rule written out: algorithm name, cost (integer >= 0), flags (bit 1: shadow),
+--         and the algorithm's parameters (a fixed count per algorithm); or
+--         a compiled rule: "@k" (the script's k-th compiled rule, whose algorithm, shadow
+--         flag and constant parameters the script holds), cost, then only the values of
+--         the parameters the rule leaves to each request, in wire order.
 -- Reply (check): {allowed, deciding rule (1-based, 0 when allowed), now_us, server_us,
 --                 then per rule: allowed, remaining, retry_after_us, reset_after_us, limit}
 --   now_us is the instant the rules were decided at (ARGV[3], or the server clock);
@@ -24,6 +31,11 @@
 --   runs the call after its deadline (a call that waited in a stalled server's queue while
 --   its caller gave up): nothing is written, so a call nobody waits for any more charges
 --   nothing.
+--
+-- State between calls: none. Under FUNCTION LOAD the library's locals live as long as the
+-- library, so main resets what a call sets (TTL_SLACK), caches only what never changes
+-- (built-in algorithms, compiled rules), and a plugin's file runs afresh on every call as
+-- under EVAL, so nothing a plugin keeps outlives its call.
 
 local function int_arg(s, min)
   local v = tonumber(s)
@@ -33,155 +45,194 @@ local function int_arg(s, min)
   return v
 end
 
-if ARGV[1] ~= PROTOCOL then
-  return redis.error_reply('RLCTL protocol mismatch: script speaks ' .. PROTOCOL .. ', caller sent ' .. tostring(ARGV[1]))
-end
-local op = ARGV[2]
-if op ~= 'check' and op ~= 'refund' then
-  return redis.error_reply('RLCTL unknown op ' .. tostring(op))
-end
-
--- The server clock is read once, before any write (scripts that read TIME must replicate
--- their effects, which Redis >= 5 does by default and older servers do on request).
-if redis.replicate_commands then
-  redis.replicate_commands()
-end
-local t = call('TIME')
-local server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now = server_now
-if ARGV[3] ~= '' then
-  now = int_arg(ARGV[3], 0)
-  if now == nil then
-    return redis.error_reply('RLCTL bad now_us ' .. tostring(ARGV[3]))
+local function main(KEYS, ARGV)
+  call = redis.call
+  TTL_SLACK = 0
+  if ARGV[1] ~= PROTOCOL then
+    return redis.error_reply('RLCTL protocol mismatch: script speaks ' .. PROTOCOL .. ', caller sent ' .. tostring(ARGV[1]))
   end
-end
-if ARGV[4] ~= '' then
-  local deadline = int_arg(ARGV[4], 0)
-  if deadline == nil then
-    return redis.error_reply('RLCTL bad deadline ' .. tostring(ARGV[4]))
+  local op = ARGV[2]
+  if op ~= 'check' and op ~= 'refund' then
+    return redis.error_reply('RLCTL unknown op ' .. tostring(op))
   end
-  if server_now > deadline then
-    -- The server time (TIME's two strings, so no number is formatted) lets a caller that
-    -- still waits correct its estimate of this server's clock.
-    return redis.error_reply('RLCTL deadline passed at ' .. t[1] .. ' ' .. t[2] .. ': the caller stopped waiting before the server ran the call; nothing was charged')
+
+  -- The server clock is read once, before any write (scripts that read TIME must replicate
+  -- their effects, which Redis >= 5 does by default and older servers do on request).
+  if redis.replicate_commands then
+    redis.replicate_commands()
   end
-end
-
-if ARGV[5] ~= '' then
-  TTL_SLACK = int_arg(ARGV[5], 0)
-  if TTL_SLACK == nil then
-    return redis.error_reply('RLCTL bad clock skew ' .. tostring(ARGV[5]))
-  end
-end
-
-local n = int_arg(ARGV[6], 0)
-if n == nil or n ~= #KEYS then
-  return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[6]) .. ' does not match ' .. #KEYS .. ' keys')
-end
-
--- Parse every rule before touching any key. Each algorithm the call uses is instantiated
--- once into `loaded` as six values at i .. i+5: name, params, validate, check, commit,
--- refund. Rule r lives at rs[4r-3 .. 4r]: its algorithm's index i, cost, shadow flag and
--- parameters. Flat arrays keep a call's allocations low.
-local rs, loaded = {}, {}
-local a = 7
-for r = 1, n do
-  local name = ARGV[a]
-  local base = 0
-  for i = 1, #loaded, 6 do
-    if loaded[i] == name then
-      base = i
+  local t = call('TIME')
+  local server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local now = server_now
+  if ARGV[3] ~= '' then
+    now = int_arg(ARGV[3], 0)
+    if now == nil then
+      return redis.error_reply('RLCTL bad now_us ' .. tostring(ARGV[3]))
     end
   end
-  if base == 0 then
-    local params, validate, check, commit, refund = load_algorithm(name)
-    if params == nil then
-      return redis.error_reply('RLCTL rule ' .. r .. ': unknown algorithm ' .. tostring(name))
+  if ARGV[4] ~= '' then
+    local deadline = int_arg(ARGV[4], 0)
+    if deadline == nil then
+      return redis.error_reply('RLCTL bad deadline ' .. tostring(ARGV[4]))
     end
-    base = #loaded + 1
-    loaded[base], loaded[base + 1], loaded[base + 2] = name, params, validate
-    loaded[base + 3], loaded[base + 4], loaded[base + 5] = check, commit, refund
+    if server_now > deadline then
+      -- The server time (TIME's two strings, so no number is formatted) lets a caller that
+      -- still waits correct its estimate of this server's clock.
+      return redis.error_reply('RLCTL deadline passed at ' .. t[1] .. ' ' .. t[2] .. ': the caller stopped waiting before the server ran the call; nothing was charged')
+    end
   end
-  local cost = int_arg(ARGV[a + 1], 0)
-  local flags = int_arg(ARGV[a + 2], 0)
-  if cost == nil or flags == nil then
-    return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
+
+  if ARGV[5] ~= '' then
+    TTL_SLACK = int_arg(ARGV[5], 0)
+    if TTL_SLACK == nil then
+      return redis.error_reply('RLCTL bad clock skew ' .. tostring(ARGV[5]))
+    end
   end
-  local p = {}
-  local kinds = loaded[base + 1]
-  for j = 1, #kinds do
-    local s = ARGV[a + 2 + j]
-    local v
-    if kinds[j] == 'str' then
-      if s ~= nil and s ~= '' then
-        v = s
+
+  local n = int_arg(ARGV[6], 0)
+  if n == nil or n ~= #KEYS then
+    return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[6]) .. ' does not match ' .. #KEYS .. ' keys')
+  end
+
+  -- Parse every rule before touching any key. Each algorithm the call uses is instantiated
+  -- once into `loaded` as six values at i .. i+5: name, params, validate, check, commit,
+  -- refund. Rule r lives at rs[4r-3 .. 4r]: its algorithm's index i, cost, shadow flag and
+  -- parameters. Flat arrays keep a call's allocations low.
+  local rs, loaded = {}, {}
+  local a = 7
+  for r = 1, n do
+    local name = ARGV[a]
+    -- A compiled rule: {algorithm name, shadow, parameters, positions sent per call,
+    -- shared} (see compiled_rule). Its parameters are used as they are when nothing in
+    -- them varies and the algorithm is a built-in (which never modifies them).
+    local c
+    if type(name) == 'string' and string.byte(name) == 64 then
+      local k = tonumber(string.sub(name, 2))
+      c = k and compiled_rule(k)
+      if c == nil then
+        return redis.error_reply('RLCTL rule ' .. r .. ': unknown compiled rule ' .. name)
+      end
+      name = c[1]
+    end
+    local base = 0
+    for i = 1, #loaded, 6 do
+      if loaded[i] == name then
+        base = i
+      end
+    end
+    if base == 0 then
+      local params, validate, check, commit, refund = load_algorithm(name)
+      if params == nil then
+        return redis.error_reply('RLCTL rule ' .. r .. ': unknown algorithm ' .. tostring(name))
+      end
+      base = #loaded + 1
+      loaded[base], loaded[base + 1], loaded[base + 2] = name, params, validate
+      loaded[base + 3], loaded[base + 4], loaded[base + 5] = check, commit, refund
+    end
+    local kinds = loaded[base + 1]
+    local cost = int_arg(ARGV[a + 1], 0)
+    local shadow, p, width, sent
+    if c then
+      shadow, width = c[2], 2
+      if c[5] then
+        p, sent = c[3], c[4]
+      else
+        p, sent = {}, c[4]
+        for j = 1, #kinds do
+          p[j] = c[3][j]
+        end
       end
     else
-      v = int_arg(s, 1)
+      local flags = int_arg(ARGV[a + 2], 0)
+      if flags == nil then
+        return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
+      end
+      shadow, p, width, sent = flags % 2 == 1, {}, 3, nil
     end
-    if v == nil then
-      return redis.error_reply('RLCTL rule ' .. r .. ': parameter ' .. j .. ' of ' .. name .. ' is not valid')
+    if cost == nil then
+      return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
     end
-    p[j] = v
+    -- The values this call carries: every parameter of a rule written out, the varying
+    -- ones of a compiled rule.
+    local m = sent and #sent or #kinds
+    for i = 1, m do
+      local j = sent and sent[i] or i
+      local s = ARGV[a + width - 1 + i]
+      local v
+      if kinds[j] == 'str' then
+        if s ~= nil and s ~= '' then
+          v = s
+        end
+      else
+        v = int_arg(s, 1)
+      end
+      if v == nil then
+        return redis.error_reply('RLCTL rule ' .. r .. ': parameter ' .. j .. ' of ' .. name .. ' is not valid')
+      end
+      p[j] = v
+    end
+    local validate = loaded[base + 2]
+    if validate and not (c and c[5] and c[6]) then
+      local err = validate(p)
+      if err then
+        return redis.error_reply('RLCTL rule ' .. r .. ': ' .. err)
+      end
+      if c and c[5] then
+        c[6] = true
+      end
+    end
+    for i = 1, r - 1 do
+      if KEYS[i] == KEYS[r] then
+        return redis.error_reply('RLCTL rule ' .. r .. ': key repeats rule ' .. i)
+      end
+    end
+    rs[4 * r - 3], rs[4 * r - 2], rs[4 * r - 1], rs[4 * r] = base, cost, shadow, p
+    a = a + width + m
   end
-  local validate = loaded[base + 2]
-  if validate then
-    local err = validate(p)
-    if err then
-      return redis.error_reply('RLCTL rule ' .. r .. ': ' .. err)
-    end
+  if a - 1 ~= #ARGV then
+    return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
   end
-  for i = 1, r - 1 do
-    if KEYS[i] == KEYS[r] then
-      return redis.error_reply('RLCTL rule ' .. r .. ': key repeats rule ' .. i)
-    end
-  end
-  rs[4 * r - 3], rs[4 * r - 2], rs[4 * r - 1], rs[4 * r] = base, cost, flags % 2 == 1, p
-  a = a + 3 + #kinds
-end
-if a - 1 ~= #ARGV then
-  return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
-end
 
-if op == 'refund' then
-  for r = 1, n do
-    local refund = loaded[rs[4 * r - 3] + 5]
-    if refund and rs[4 * r - 2] > 0 then
-      refund(KEYS[r], now, rs[4 * r - 2], rs[4 * r])
+  if op == 'refund' then
+    for r = 1, n do
+      local refund = loaded[rs[4 * r - 3] + 5]
+      if refund and rs[4 * r - 2] > 0 then
+        refund(KEYS[r], now, rs[4 * r - 2], rs[4 * r])
+      end
     end
+    return {1, 0, now, server_now}
   end
-  return {1, 0, now, server_now}
-end
 
--- Phase 1: check every rule; no writes. Pending writes go in `pending` (false: none).
-local allowed, decider = 1, 0
-local out = {0, 0, 0, 0}
-local pending = {}
-for r = 1, n do
-  local ok, remaining, retry, reset, limit, write = loaded[rs[4 * r - 3] + 3](KEYS[r], now, rs[4 * r - 2], rs[4 * r])
-  if ok == 0 and not rs[4 * r - 1] and allowed == 1 then
-    allowed, decider = 0, r
+  -- Phase 1: check every rule; no writes. Pending writes go in `pending` (false: none).
+  local allowed, decider = 1, 0
+  local out = {0, 0, 0, 0}
+  local pending = {}
+  for r = 1, n do
+    local ok, remaining, retry, reset, limit, write = loaded[rs[4 * r - 3] + 3](KEYS[r], now, rs[4 * r - 2], rs[4 * r])
+    if ok == 0 and not rs[4 * r - 1] and allowed == 1 then
+      allowed, decider = 0, r
+    end
+    pending[r] = write or false
+    local o = r * 5
+    out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset, limit
   end
-  pending[r] = write or false
-  local o = r * 5
-  out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset, limit
-end
 
--- Phase 2: all or nothing.
-if allowed == 1 then
-  for r = 1, n do
-    if pending[r] and rs[4 * r - 2] > 0 then
-      loaded[rs[4 * r - 3] + 4](KEYS[r], pending[r])
+  -- Phase 2: all or nothing.
+  if allowed == 1 then
+    for r = 1, n do
+      if pending[r] and rs[4 * r - 2] > 0 then
+        loaded[rs[4 * r - 3] + 4](KEYS[r], pending[r])
+      end
+    end
+  else
+    -- Rules that would have allowed were not charged: report their state as a peek.
+    for r = 1, n do
+      if out[r * 5] == 1 and rs[4 * r - 2] > 0 then
+        local _, remaining, _, reset = loaded[rs[4 * r - 3] + 3](KEYS[r], now, 0, rs[4 * r])
+        out[r * 5 + 1], out[r * 5 + 3] = remaining, reset
+      end
     end
   end
-else
-  -- Rules that would have allowed were not charged: report their state as a peek.
-  for r = 1, n do
-    if out[r * 5] == 1 and rs[4 * r - 2] > 0 then
-      local _, remaining, _, reset = loaded[rs[4 * r - 3] + 3](KEYS[r], now, 0, rs[4 * r])
-      out[r * 5 + 1], out[r * 5 + 3] = remaining, reset
-    end
-  end
+  out[1], out[2], out[3], out[4] = allowed, decider, now, server_now
+  return out
 end
-out[1], out[2], out[3], out[4] = allowed, decider, now, server_now
-return out

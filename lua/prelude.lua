@@ -1,7 +1,7 @@
 -- rlctl engine script: prelude.
 --
 -- The engine script is this prelude, then a function that instantiates an algorithm by
--- name, with every registered algorithm file as one branch:
+-- name, with every algorithm file of the script as one branch:
 --   local function load_algorithm(name)
 --     if name == '<name>' then
 --       local params, validate, check, commit, refund
@@ -10,10 +10,13 @@
 --     end
 --     ...
 --   end
--- and finally dispatch.lua. Only the algorithms a call uses are instantiated, so the cost of
--- a call does not grow with the number of registered algorithms, and an algorithm is five
--- values rather than a table (a string-keyed table costs a hash map on every call).
--- Everything is a local: the script creates no globals.
+-- then compiled_rule(k), which returns the script's k-th compiled rule (its algorithm's
+-- name, shadow flag and parameters, written in as constants), and finally dispatch.lua,
+-- which defines main(KEYS, ARGV). Only the algorithms a call uses are instantiated, so the
+-- cost of a call does not grow with the number of algorithms in the script, and an
+-- algorithm is five values rather than a table (a string-keyed table costs a hash map on
+-- every call). A built-in is instantiated once per load of the script's library form; a
+-- plugin on every call. Everything is a local: the script creates no globals.
 --
 -- Units and precision: time is an integer count of microseconds, counts are integers.
 -- Lua 5.1 numbers are IEEE doubles, exact for integers up to 2^53; the registry keeps every
@@ -21,11 +24,11 @@
 -- (Lua 5.1 prints them with %.14g); they reach Redis only as redis.call arguments, which
 -- Redis formats exactly.
 
-local PROTOCOL = "3"
+local PROTOCOL = "4"
 local MAX_INT = 9007199254740992 -- 2^53
-local call = redis.call
-local tonumber = tonumber
-local KEYS, ARGV = KEYS, ARGV
+-- call is redis.call, set by main on every call: a library's top level runs before Redis
+-- lets it reach redis.call.
+local call
 
 -- floor rounds x down to an integer. x - x % 1 is exact for every double and runs in the
 -- VM, with no library call.
