@@ -301,7 +301,7 @@ func (e *Engine) collect(r dsl.Request, n int64) ([]pending, error) {
 				return nil, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
 			}
 			buf = renderKey(buf, p.Name, ru.Name, p.Shard != nil, shard, key)
-			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire}
+			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire, Compiled: e.plan.compiled[ru]}
 			if hasLease(ru.Algorithm) {
 				c.Lease = e.leasePrefix + strconv.FormatUint(e.leaseSeq.Add(1), 36)
 			}

@@ -2,50 +2,82 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
 )
 
-// Plan is a compiled policy set: the engine script that runs it and the policies in the
-// order requests are matched against them. A Plan is immutable and safe for concurrent use.
+// Plan is a compiled policy set: the engine script that runs it, with every rule compiled
+// into it, and the policies in the order requests are matched against them. A Plan is
+// immutable and safe for concurrent use.
 type Plan struct {
 	script   *algorithms.Script
 	policies []*dsl.Policy
+	// compiled is each rule's compiled form in script.
+	compiled map[*dsl.Rule]*algorithms.Compiled
 	// windows holds RuleResult.Window of the rules whose parameters are constant, so a
 	// decision does not evaluate a guarantee (for a plugin, HCL expressions) per request.
 	windows map[*dsl.Rule]time.Duration
 }
 
 // Compile turns a loaded, validated configuration into a Plan: it assembles the engine
-// script from the built-in algorithms and the configuration's plugins.
+// script from the built-in algorithms, the configuration's plugins and every rule, each
+// compiled in with its algorithm, shadow flag and constant parameters, so a call sends only
+// what varies per request (see algorithms.Compiled).
 func Compile(cfg *dsl.Config) (*Plan, error) {
-	s := algorithms.Default()
-	if len(cfg.Plugins) > 0 {
-		algs := append(append([]*algorithms.Algorithm(nil), algorithms.Builtin()...), cfg.Plugins...)
-		var err error
-		if s, err = algorithms.Assemble(algs); err != nil {
-			return nil, fmt.Errorf("engine: %w", err)
-		}
-	}
+	algs := append(append([]*algorithms.Algorithm(nil), algorithms.Builtin()...), cfg.Plugins...)
+	var rules []*algorithms.Compiled
+	var of []*dsl.Rule
 	for _, p := range cfg.Policies {
 		for _, r := range p.Rules {
-			if _, ok := s.Algorithm(r.Algorithm.Name); !ok {
+			if !slices.Contains(algs, r.Algorithm) {
 				return nil, fmt.Errorf("engine: policy %q rule %q: algorithm %q is not in the script", p.Name, r.Name, r.Algorithm.Name)
 			}
+			rules = append(rules, compiledRule(r))
+			of = append(of, r)
 		}
 	}
-	p := &Plan{script: s, policies: cfg.Policies, windows: map[*dsl.Rule]time.Duration{}}
-	for _, pol := range cfg.Policies {
-		for _, r := range pol.Rules {
-			if w, ok := constWire(r); ok {
-				p.windows[r] = window(&algorithms.Rule{Algorithm: r.Algorithm, Params: w})
-			}
+	s, err := algorithms.Assemble(algs, rules...)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	p := &Plan{script: s, policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, windows: map[*dsl.Rule]time.Duration{}}
+	for i, r := range of {
+		p.compiled[r] = s.Rules[i]
+		if w, ok := constWire(r); ok {
+			p.windows[r] = window(&algorithms.Rule{Algorithm: r.Algorithm, Params: w})
 		}
 	}
 	return p, nil
 }
+
+// compiledRule returns r as a rule to compile: its constants, and its per-request
+// parameters and lease left to each call.
+func compiledRule(r *dsl.Rule) *algorithms.Compiled {
+	c := &algorithms.Compiled{Algorithm: r.Algorithm, Shadow: r.Shadow}
+	for _, prm := range r.Params {
+		if prm.Const != nil && prm.Kind != algorithms.Lease {
+			c.Params = append(c.Params, prm.Const...)
+			continue
+		}
+		slots := 1
+		if prm.Kind == algorithms.Rate {
+			slots = 2
+		}
+		for range slots {
+			c.Vary = append(c.Vary, len(c.Params))
+			c.Params = append(c.Params, 0)
+		}
+	}
+	return c
+}
+
+// Compiled returns the compiled form of rule r, one of the plan's rules, in the plan's
+// script; nil for a rule of another configuration. Calls made for r with it run exactly
+// what the engine sends for r.
+func (p *Plan) Compiled(r *dsl.Rule) *algorithms.Compiled { return p.compiled[r] }
 
 // constWire returns r's wire parameters when every one is a constant.
 func constWire(r *dsl.Rule) ([]int64, bool) {
