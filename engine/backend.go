@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/algorithms"
@@ -19,10 +20,19 @@ type Backend interface {
 	Del(ctx context.Context, keys ...string) error
 }
 
-// Redis is a Backend on a go-redis client: standalone, Sentinel or Cluster. It calls
-// EVALSHA and, when the server does not know the script (NOSCRIPT: a restart, a failover,
-// SCRIPT FLUSH), sends the script itself with EVAL, which runs it and caches it again, so
-// even a flush racing with the call is invisible to the caller.
+// Redis is a Backend on a go-redis client: standalone, Sentinel or Cluster.
+//
+// On a server with Redis Functions (Redis 7 and later) it runs the script's library form
+// with FCALL: the library is instantiated once per FUNCTION LOAD, not on every call. When
+// the server does not know the function (a new server, a restart without persistence,
+// FUNCTION FLUSH, a failover to a node that never had it) it loads the library on that
+// server, replacing any copy, and calls again. A server without FCALL (Redis 6, miniredis,
+// a managed service whose ACL forbids FUNCTION) is detected by the first call's answer,
+// and from then on the backend calls EVALSHA and, when the server does not know the
+// script (NOSCRIPT), sends the script itself with EVAL, which runs it and caches it again,
+// so even a flush racing with the call is invisible to the caller. Both forms run the
+// same code (algorithms.Script). Library names carry a hash of the code, so engines with
+// different policies share a server; old libraries stay until FUNCTION DELETE or FLUSH.
 //
 // The engine's decision deadline reaches Redis as the context's deadline. A go-redis client
 // honours it only with ContextTimeoutEnabled set (otherwise a stalled server holds the
@@ -40,17 +50,69 @@ type Backend interface {
 // sees either setting.
 type Redis struct {
 	c redis.Scripter
+	// fc runs FCALL and loads libraries; nil when the client cannot (then EVALSHA only).
+	fc functionClient
+	// evalOnly is set once a server answered that it has no FCALL or FUNCTION.
+	evalOnly atomic.Bool
 	// detach: the client ignores context deadlines, so Eval waits for them itself.
 	detach bool
 	// retries: the client resends failed commands.
 	retries bool
 }
 
+// RedisOption configures a Redis backend.
+type RedisOption func(*Redis)
+
+// WithoutFunctions makes the backend call EVALSHA only, never FCALL or FUNCTION LOAD: for
+// servers whose operators forbid functions and would rather not see the refused first
+// call in their logs.
+func WithoutFunctions() RedisOption { return func(r *Redis) { r.fc = nil } }
+
 // NewRedis returns a Backend that runs scripts on c (e.g. a *redis.Client, *redis.ClusterClient
 // or any redis.UniversalClient).
-func NewRedis(c redis.Scripter) *Redis {
+func NewRedis(c redis.Scripter, opts ...RedisOption) *Redis {
 	honours, retries := clientSettings(c)
-	return &Redis{c: c, detach: !honours, retries: retries}
+	r := &Redis{c: c, fc: functionsOf(c), detach: !honours, retries: retries}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// functionClient is what running the library form takes: FCALL, routed by its first key,
+// and FUNCTION LOAD on the server that key lives on.
+type functionClient interface {
+	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
+	loadOn(ctx context.Context, key, library string) error
+}
+
+// functionsOf returns c's functionClient: a standalone client loads on its server, a
+// cluster client on the primary of the key's slot. Other clients (a Ring shards by key
+// on its own) run EVALSHA only.
+func functionsOf(c redis.Scripter) functionClient {
+	switch c := c.(type) {
+	case *redis.Client:
+		return standaloneFunctions{c}
+	case *redis.ClusterClient:
+		return clusterFunctions{c}
+	}
+	return nil
+}
+
+type standaloneFunctions struct{ *redis.Client }
+
+func (c standaloneFunctions) loadOn(ctx context.Context, _, library string) error {
+	return c.FunctionLoadReplace(ctx, library).Err()
+}
+
+type clusterFunctions struct{ *redis.ClusterClient }
+
+func (c clusterFunctions) loadOn(ctx context.Context, key, library string) error {
+	node, err := c.MasterForKey(ctx, key)
+	if err != nil {
+		return err
+	}
+	return node.FunctionLoadReplace(ctx, library).Err()
 }
 
 // clientSettings reports whether c is known to end a call when its context does, and
@@ -104,6 +166,18 @@ func (r *Redis) eval(ctx context.Context, s *algorithms.Script, keys, argv []str
 	for i, a := range argv {
 		args[i] = a
 	}
+	if r.fc != nil && !r.evalOnly.Load() && len(keys) > 0 {
+		v, err := r.fc.FCall(ctx, s.Function, keys, args...).Result()
+		if isFunctionNotFound(err) {
+			if err = r.fc.loadOn(ctx, keys[0], s.Library); err == nil {
+				return r.fc.FCall(ctx, s.Function, keys, args...).Result()
+			}
+		}
+		if !noFunctions(err) {
+			return v, err
+		}
+		r.evalOnly.Store(true)
+	}
 	v, err := r.c.EvalSha(ctx, s.SHA1, keys, args...).Result()
 	if err == nil || !isNoScript(err) {
 		return v, err
@@ -126,6 +200,25 @@ func (r *Redis) Del(ctx context.Context, keys ...string) error {
 		return nil, nil
 	})
 	return err
+}
+
+// isFunctionNotFound reports the server's answer to an FCALL of a function it has not
+// loaded.
+func isFunctionNotFound(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "ERR Function not found")
+}
+
+// noFunctions reports an answer that says the server will not run functions for this
+// client: it does not know FCALL or FUNCTION (Redis 6, miniredis), or its ACL forbids them.
+func noFunctions(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	msg := strings.ToLower(rerr.Error())
+	unknown := strings.HasPrefix(msg, "err unknown command") || strings.HasPrefix(msg, "err unknown subcommand")
+	return strings.HasPrefix(msg, "noperm") || unknown && (strings.Contains(msg, "fcall") || strings.Contains(msg, "function"))
 }
 
 func isNoScript(err error) bool {

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/internal/redistest"
@@ -48,12 +50,13 @@ func evalCall(t *testing.T, b Backend, c *algorithms.Call) algorithms.Reply {
 	return r
 }
 
-// TestRedisReloadsAfterScriptFlush: the first call loads the script (NOSCRIPT on a fresh
-// server), and after SCRIPT FLUSH the next call still succeeds.
+// TestRedisReloadsAfterScriptFlush: on a client that runs EVALSHA, the first call loads
+// the script (NOSCRIPT on a fresh server), and after SCRIPT FLUSH the next call still
+// succeeds.
 func TestRedisReloadsAfterScriptFlush(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	b := NewRedis(rdb)
+	b := NewRedis(rdb, WithoutFunctions())
 	ctx := context.Background()
 	if r := evalCall(t, b, gcraCall("noscript", algorithms.ServerTime)); !r.Allowed {
 		t.Fatalf("first call denied: %+v", r)
@@ -69,6 +72,112 @@ func TestRedisReloadsAfterScriptFlush(t *testing.T) {
 		if r.Rules[0].Remaining != int64(8-i) {
 			t.Fatalf("after flush %d: remaining %d, want %d (state survives, script reloads)", i+1, r.Rules[0].Remaining, 8-i)
 		}
+	}
+	if libs := libraries(t, rdb); len(libs) != 0 {
+		t.Errorf("WithoutFunctions loaded libraries %v", libs)
+	}
+}
+
+// libraries returns the names of the function libraries rdb's server holds.
+func libraries(t *testing.T, rdb *redis.Client) []string {
+	t.Helper()
+	libs, err := rdb.FunctionList(context.Background(), redis.FunctionListQuery{}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, l := range libs {
+		names = append(names, l.Name)
+	}
+	return names
+}
+
+// TestRedisRunsTheLibrary: on Redis 7 the backend runs the library form with FCALL,
+// loading it on the first call, again after FUNCTION FLUSH and after a restart; the state
+// and the replies are those of EVALSHA.
+func TestRedisRunsTheLibrary(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	b := NewRedis(rdb)
+	ctx := context.Background()
+	s := algorithms.Default()
+	if r := evalCall(t, b, gcraCall("lib", algorithms.ServerTime)); !r.Allowed || r.Rules[0].Remaining != 9 {
+		t.Fatalf("first call: %+v", r)
+	}
+	if libs := libraries(t, rdb); len(libs) != 1 || libs[0] != s.Function {
+		t.Fatalf("libraries %v, want [%s]", libs, s.Function)
+	}
+	if ok, _ := rdb.ScriptExists(ctx, s.SHA1).Result(); ok[0] {
+		t.Error("the backend also loaded the EVAL form")
+	}
+	for i := range 2 {
+		if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if r := evalCall(t, b, gcraCall("lib", algorithms.ServerTime)); r.Rules[0].Remaining != int64(8-i) {
+			t.Fatalf("after FUNCTION FLUSH %d: %+v (state survives, the library reloads)", i+1, r)
+		}
+	}
+	srv.Restart(t)
+	if r := evalCall(t, b, gcraCall("lib", algorithms.ServerTime)); !r.Allowed || r.Rules[0].Remaining != 9 {
+		t.Fatalf("after a restart (no data kept): %+v", r)
+	}
+	if b.evalOnly.Load() {
+		t.Error("the backend fell back to EVALSHA on a server with functions")
+	}
+}
+
+// TestRedisWithoutFunctionsUsesEvalsha: a server that refuses functions to the client (an
+// ACL without FUNCTION and FCALL, as managed services set) is detected on the first call,
+// and the backend runs EVALSHA from then on, with the same replies.
+func TestRedisWithoutFunctionsUsesEvalsha(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	ctx := context.Background()
+	if err := admin.Do(ctx, "ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all", "-function", "-fcall", "-fcall_ro").Err(); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "app", Password: "pw", MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	b := NewRedis(rdb)
+	for i := range 3 {
+		if r := evalCall(t, b, gcraCall("acl", algorithms.ServerTime)); r.Rules[0].Remaining != int64(9-i) {
+			t.Fatalf("call %d: %+v", i+1, r)
+		}
+	}
+	if !b.evalOnly.Load() {
+		t.Error("the backend did not switch to EVALSHA")
+	}
+	if libs := libraries(t, admin); len(libs) != 0 {
+		t.Errorf("libraries %v loaded through a client that may not", libs)
+	}
+}
+
+// TestEngineOnMiniredis: services test with miniredis through go-redis; it has no
+// functions, and the engine decides there as on Redis.
+func TestEngineOnMiniredis(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	e := New(NewRedis(rdb), compile(t, `policy "p" {
+  rule "r" {
+    algorithm = "fixed_window"
+    key       = request.user
+    limit     = 2
+    window    = "1h"
+  }
+}`))
+	ctx := context.Background()
+	var allowed []bool
+	for range 3 {
+		d, err := e.Allow(ctx, Attrs{"user": "u"})
+		if err != nil || d.Source != FromBackend {
+			t.Fatalf("%+v %v", d, err)
+		}
+		allowed = append(allowed, d.Allowed)
+	}
+	if fmt.Sprint(allowed) != "[true true false]" {
+		t.Errorf("allowed %v, want [true true false]", allowed)
 	}
 }
 
