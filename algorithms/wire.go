@@ -144,9 +144,14 @@ func (r *Rule) appendCompiled(argv []string) ([]string, error) {
 	if r.Algorithm != c.Algorithm || r.Shadow != c.Shadow || len(r.Params) != len(c.Params) {
 		return nil, fmt.Errorf("does not match compiled rule %d (%s)", c.Index, c.Algorithm.Name)
 	}
-	leasesOnly := true
-	for _, j := range c.Vary {
-		leasesOnly = leasesOnly && c.Algorithm.isLeaseSlot(j)
+	leasesOnly, v := true, 0
+	for j, p := range r.Params {
+		if v < len(c.Vary) && c.Vary[v] == j {
+			leasesOnly = leasesOnly && c.Algorithm.isLeaseSlot(j)
+			v++
+		} else if p != c.Params[j] {
+			return nil, fmt.Errorf("parameter value %d is %d, compiled rule %d holds %d", j+1, p, c.Index, c.Params[j])
+		}
 	}
 	if !leasesOnly {
 		if err := r.Algorithm.Validate(r.Params); err != nil {

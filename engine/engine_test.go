@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -217,6 +218,21 @@ func TestClusterCompensation(t *testing.T) {
 	}
 	if p.Rules[0].Remaining != 8 || p.Rules[1].Remaining != 8 || p.Rules[2].Remaining != 0 {
 		t.Fatalf("after 2 allowed and 5 denied requests: %+v, want 8, 8, 0 remaining", p.Rules)
+	}
+	// Each primary the calls reached holds the library; after FUNCTION FLUSH on every
+	// node the next calls load it again where they go.
+	lib := e.plan.script.Function
+	for i := range 3 {
+		node := cl.Node(i).Client(t)
+		if keys := node.DBSize(context.Background()).Val(); keys > 0 && !slices.Contains(libraries(t, node), lib) {
+			t.Errorf("node %d holds %d keys but not the library %s", i, keys, lib)
+		}
+		if err := node.FunctionFlush(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, err = e.Peek(context.Background(), req); err != nil || p.Source != FromBackend || p.Rules[0].Remaining != 8 || p.Rules[2].Remaining != 0 {
+		t.Fatalf("after FUNCTION FLUSH: %+v %v", p, err)
 	}
 }
 

@@ -186,8 +186,14 @@ func Check(cfg *dsl.Config, opts ...Option) (*Findings, error) {
 			for i, w := range sets {
 				sub := newSubject(ru.Algorithm, w, fmt.Sprintf("rl:verify:%s:%s:%d", p.Name, ru.Name, i))
 				sub.slack = p.ClockSkew
+				// Calls name the rule compiled into the plan's script, as the engine's do,
+				// so verify runs what production runs. A shadow rule's own properties are
+				// checked as if it enforced, so it is sent written out, unshadowed.
+				if !ru.Shadow {
+					sub.compiled = c.plan.Compiled(ru)
+				}
 				if i == 0 {
-					stack = append(stack, stackRule{sub: sub, shadow: ru.Shadow, name: ru.Name})
+					stack = append(stack, stackRule{sub: sub, shadow: ru.Shadow, name: ru.Name, compiled: c.plan.Compiled(ru)})
 				}
 				res, err := c.rule(p, ru, sub)
 				if err != nil {
@@ -222,6 +228,7 @@ type checker struct {
 	o       options
 	calls   int  // script calls made, for Findings.Calls
 	g       *rig // the host traces run on, reused
+	plan    *engine.Plan
 	script  *algorithms.Script
 	harness *harness
 	cfg     *dsl.Config
@@ -246,7 +253,7 @@ func newChecker(cfg *dsl.Config, o options) (*checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &checker{o: o, script: locatedScript(plan.Script(), cfg), cfg: cfg}
+	c := &checker{o: o, plan: plan, script: locatedScript(plan.Script(), cfg), cfg: cfg}
 	if c.harness, err = newHarness(c.script); err != nil {
 		return nil, err
 	}

@@ -100,6 +100,9 @@ type subject struct {
 	key    string
 	spec   spec
 	lease  int // the wire slot of the lease parameter, or -1
+	// compiled is the rule's compiled form in the plan's script, which its calls name;
+	// nil: they write the rule out.
+	compiled *algorithms.Compiled
 	// slack is the clock skew its calls carry (algorithms.Call.Skew): a client-clock
 	// policy's, so that its keys outlive a clock running behind, as in production.
 	slack int64
@@ -185,7 +188,7 @@ func leaseID(n int) string { return "lease-" + strconv.Itoa(n) }
 
 // rule returns the wire rule of a step.
 func (s *subject) rule(st step) algorithms.Rule {
-	r := algorithms.Rule{Key: s.key, Algorithm: s.alg, Cost: st.cost, Params: s.params}
+	r := algorithms.Rule{Key: s.key, Algorithm: s.alg, Cost: st.cost, Params: s.params, Compiled: s.compiled}
 	if s.lease >= 0 {
 		r.Lease = leaseID(st.lease)
 	}

@@ -30,6 +30,8 @@ type stackRule struct {
 	sub    *subject
 	shadow bool
 	name   string
+	// compiled is the rule's compiled form in the plan's script, which stack calls name.
+	compiled *algorithms.Compiled
 }
 
 func (sr stackRule) key(k int) string { return fmt.Sprintf("%s:k%d", sr.sub.key, k) }
@@ -44,7 +46,7 @@ func stackCall(rules []stackRule, q stackReq, idx []int) algorithms.Call {
 	}
 	for _, i := range idx {
 		sr := rules[i]
-		r := algorithms.Rule{Key: sr.key(q.keys[i]), Algorithm: sr.sub.alg, Cost: q.costs[i], Shadow: sr.shadow, Params: sr.sub.params}
+		r := algorithms.Rule{Key: sr.key(q.keys[i]), Algorithm: sr.sub.alg, Cost: q.costs[i], Shadow: sr.shadow, Params: sr.sub.params, Compiled: sr.compiled}
 		if sr.sub.lease >= 0 {
 			r.Lease = leaseID(q.lease)
 		}
