@@ -55,6 +55,9 @@ type Algorithm struct {
 	File string
 	// Guarantee is what the algorithm promises, as verify checks it.
 	Guarantee Guarantee
+	// Complexity is its worst case on Redis per call and per key, which validate holds
+	// rules to a budget with.
+	Complexity Complexity
 	// validate checks cross-parameter bounds on wire values; nil means none.
 	validate func(w []int64) error
 }
@@ -141,7 +144,8 @@ var builtin = []*Algorithm{
 		Commands: windowCmds,
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Bound: Ratio{2, 1},
 			Why: "fixed_window lets a burst straddle a window boundary: up to limit at the end of one window and limit again at the start of the next; use sliding_log, sliding_window or gcra for a smooth limit"},
-		validate: boundProduct("fixed_window", 0, 1, MaxInt, "limit × window (µs)"),
+		validate:   boundProduct("fixed_window", 0, 1, MaxInt, "limit × window (µs)"),
+		Complexity: fixedWork(3, 4, KeyHash, 2, hashElementBytes),
 	},
 	{
 		Name:      "sliding_log",
@@ -155,6 +159,7 @@ var builtin = []*Algorithm{
 			}
 			return nil
 		},
+		Complexity: Complexity{Of: slidingLogWork, Fix: "sliding_log keeps a sorted-set entry per request in the window, up to limit / (smallest cost) of them: use sliding_window, which keeps three counters per key (within 2× of exact), a smaller limit, or a cost whose smallest value is larger"},
 	},
 	{
 		Name:     "sliding_window",
@@ -163,7 +168,8 @@ var builtin = []*Algorithm{
 		Commands: windowCmds,
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Bound: Ratio{2, 1},
 			Why: "sliding_window estimates the previous window's traffic as spread evenly, so traffic bunched at the end of a window gets up to 2×limit through in a window-long interval; use sliding_log where the limit must be exact"},
-		validate: boundProduct("sliding_window", 0, 1, MaxInt/4, "limit × window (µs)"),
+		validate:   boundProduct("sliding_window", 0, 1, MaxInt/4, "limit × window (µs)"),
+		Complexity: fixedWork(3, 6, KeyHash, 3, hashElementBytes),
 	},
 	{
 		Name: "token_bucket",
@@ -172,9 +178,10 @@ var builtin = []*Algorithm{
 			countParam("capacity", "the bucket size: the largest burst"),
 			{Name: "rate", Kind: Rate, Doc: "tokens added per period"},
 		},
-		Commands:  hashCmds,
-		Guarantee: Guarantee{Shape: ShapeRate, Terms: rateTerms(0, 1)},
-		validate:  boundProduct("token_bucket", 0, 2, MaxInt/2, "capacity × period (µs)"),
+		Commands:   hashCmds,
+		Guarantee:  Guarantee{Shape: ShapeRate, Terms: rateTerms(0, 1)},
+		validate:   boundProduct("token_bucket", 0, 2, MaxInt/2, "capacity × period (µs)"),
+		Complexity: fixedWork(3, 4, KeyHash, 2, hashElementBytes),
 	},
 	{
 		Name: "leaky_bucket",
@@ -183,9 +190,10 @@ var builtin = []*Algorithm{
 			countParam("capacity", "the bucket size: the largest burst"),
 			{Name: "rate", Kind: Rate, Doc: "units leaked per period"},
 		},
-		Commands:  hashCmds,
-		Guarantee: Guarantee{Shape: ShapeRate, Terms: rateTerms(0, 1)},
-		validate:  boundProduct("leaky_bucket", 0, 2, MaxInt/2, "capacity × period (µs)"),
+		Commands:   hashCmds,
+		Guarantee:  Guarantee{Shape: ShapeRate, Terms: rateTerms(0, 1)},
+		validate:   boundProduct("leaky_bucket", 0, 2, MaxInt/2, "capacity × period (µs)"),
+		Complexity: fixedWork(3, 4, KeyHash, 2, hashElementBytes),
 	},
 	{
 		Name: "gcra",
@@ -198,7 +206,8 @@ var builtin = []*Algorithm{
 		Guarantee: Guarantee{Shape: ShapeRate, Terms: func(w []int64) (Terms, error) {
 			return Terms{Amount: w[2], Rate: w[0], Period: w[1]}, nil
 		}},
-		validate: boundProduct("gcra", 2, 1, MaxInt/4, "burst × period (µs)"),
+		validate:   boundProduct("gcra", 2, 1, MaxInt/4, "burst × period (µs)"),
+		Complexity: fixedWork(2, 2, KeyString, 1, tatBytes),
 	},
 	{
 		Name: "concurrency",
@@ -208,8 +217,9 @@ var builtin = []*Algorithm{
 			{Name: "ttl", Kind: Duration, Doc: "how long an unreleased lease lives"},
 			{Name: "lease", Kind: Lease, Doc: "the request's lease id (set by the engine)"},
 		},
-		Commands:  zsetCmds,
-		Guarantee: Guarantee{Shape: ShapeInFlight, Terms: windowTerms(0, 1)},
+		Commands:   zsetCmds,
+		Guarantee:  Guarantee{Shape: ShapeInFlight, Terms: windowTerms(0, 1)},
+		Complexity: Complexity{Of: concurrencyWork, Fix: "concurrency keeps a sorted-set entry per lease held, up to max / (smallest cost) of them: lower max, or charge each request a larger constant cost"},
 	},
 }
 
