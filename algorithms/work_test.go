@@ -246,7 +246,7 @@ type driver struct {
 	params  []int64
 	want    Work
 	key     string
-	blocker Rule // a rule that always denies (its cost exceeds its burst)
+	blocker Rule  // a rule that always denies (its cost exceeds its burst)
 	start   int64 // the first instant
 	now     int64 // the latest instant
 	calls   int
