@@ -46,12 +46,15 @@ type contender struct {
 	ceiling func(rdb *redis.Client) (evalsha, error)
 }
 
-// evalsha is one script call as redis-benchmark sends it.
+// evalsha is one script call as redis-benchmark sends it: EVALSHA sha1, or FCALL function
+// when function is set (after FUNCTION LOAD of library).
 type evalsha struct {
-	source string
-	sha1   string
-	keys   []string
-	argv   []string
+	source   string
+	sha1     string
+	function string
+	library  string
+	keys     []string
+	argv     []string
 }
 
 // engineCase is an rlctl case under test: one engine per policy source hcl returns, all
@@ -59,10 +62,14 @@ type evalsha struct {
 type engineCase struct {
 	name string
 	hcl  func(l limit) []string
+	// evalsha: the engine runs the script with EVALSHA (engine.WithoutFunctions), not the
+	// library with FCALL.
+	evalsha bool
 }
 
 var engineCases = []engineCase{
 	{name: "gcra", hcl: oneRule("gcra")},
+	{name: "gcra (EVALSHA)", hcl: oneRule("gcra"), evalsha: true},
 	{name: "sliding_log", hcl: oneRule("sliding_log")},
 	{name: "sliding_window", hcl: oneRule("sliding_window")},
 	{name: "fixed_window", hcl: oneRule("fixed_window")},
@@ -181,7 +188,7 @@ func (c engineCase) contender() contender {
 	return contender{
 		name: "rlctl " + c.name,
 		setup: func(rdb *redis.Client, l limit, keys int) (decideFunc, error) {
-			es, err := c.engines(engine.NewRedis(rdb), l)
+			es, err := c.engines(c.backend(rdb), l)
 			if err != nil {
 				return nil, err
 			}
@@ -202,7 +209,7 @@ func (c engineCase) contender() contender {
 			}, nil
 		},
 		ceiling: func(rdb *redis.Client) (evalsha, error) {
-			rec := &recorder{Backend: engine.NewRedis(rdb)}
+			rec := &recorder{Backend: c.backend(rdb), functions: !c.evalsha}
 			es, err := c.engines(rec, wide)
 			if err != nil {
 				return evalsha{}, err
@@ -221,15 +228,27 @@ func (c engineCase) contender() contender {
 
 var errNoCeiling = errors.New("no single script call to measure")
 
-// recorder is a Backend that remembers the last call it passed on: the exact EVALSHA the
-// engine sends.
+// backend is the case's engine backend on rdb.
+func (c engineCase) backend(rdb *redis.Client) *engine.Redis {
+	if c.evalsha {
+		return engine.NewRedis(rdb, engine.WithoutFunctions())
+	}
+	return engine.NewRedis(rdb)
+}
+
+// recorder is a Backend that remembers the last call it passed on: the exact EVALSHA, or
+// FCALL when functions is set, that the engine sends.
 type recorder struct {
 	engine.Backend
-	last evalsha
+	functions bool
+	last      evalsha
 }
 
 func (r *recorder) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
 	r.last = evalsha{source: s.Source, sha1: s.SHA1, keys: keys, argv: argv}
+	if r.functions {
+		r.last.function, r.last.library = s.Function, s.Library
+	}
 	return r.Backend.Eval(ctx, s, keys, argv)
 }
 

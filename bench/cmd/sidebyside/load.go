@@ -194,7 +194,7 @@ func serverCPU(ctx context.Context, rdb *redis.Client) (float64, error) {
 	return sum, nil
 }
 
-// scriptTime returns the mean time of an EVAL or EVALSHA since the last CONFIG RESETSTAT,
+// scriptTime returns the mean time of an EVAL, EVALSHA or FCALL since the last CONFIG RESETSTAT,
 // from INFO commandstats, in µs; -1 when there was none.
 func scriptTime(ctx context.Context, rdb *redis.Client) (float64, error) {
 	info, err := rdb.Info(ctx, "commandstats").Result()
@@ -206,6 +206,9 @@ func scriptTime(ctx context.Context, rdb *redis.Client) (float64, error) {
 		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
 		if !ok {
 			rest, ok = strings.CutPrefix(line, "cmdstat_eval:")
+		}
+		if !ok {
+			rest, ok = strings.CutPrefix(line, "cmdstat_fcall:")
 		}
 		if !ok {
 			continue
@@ -247,7 +250,14 @@ func runCeiling(ctx context.Context, rdb *redis.Client, addr string, ev evalsha,
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		return nil, err
 	}
-	if ev.source != "" {
+	command, handle := "EVALSHA", ev.sha1
+	switch {
+	case ev.function != "":
+		if err := rdb.FunctionLoadReplace(ctx, ev.library).Err(); err != nil {
+			return nil, err
+		}
+		command, handle = "FCALL", ev.function
+	case ev.source != "":
 		if err := rdb.ScriptLoad(ctx, ev.source).Err(); err != nil {
 			return nil, err
 		}
@@ -255,7 +265,7 @@ func runCeiling(ctx context.Context, rdb *redis.Client, addr string, ev evalsha,
 	host, port, _ := net.SplitHostPort(addr)
 	args := func(n int) []string {
 		a := []string{"-h", host, "-p", port, "-c", strconv.Itoa(conc), "-n", strconv.Itoa(n),
-			"-r", strconv.Itoa(l.keys), "--csv", "EVALSHA", ev.sha1, strconv.Itoa(len(ev.keys))}
+			"-r", strconv.Itoa(l.keys), "--csv", command, handle, strconv.Itoa(len(ev.keys))}
 		return append(append(a, ev.keys...), ev.argv...)
 	}
 	bench := func(n int) ([]string, error) {

@@ -33,11 +33,13 @@ var ratios = []ratio{
 	{"rlctl fixed_window ÷ its ceiling", "rlctl fixed_window", ceilingName("rlctl fixed_window"), "≥ 0.9"},
 	{"rlctl 3-rule stack ÷ its ceiling", "rlctl 3-rule stack, one call", ceilingName("rlctl 3-rule stack, one call"), "≥ 0.9"},
 	{"3-rule stack: one call ÷ three calls", "rlctl 3-rule stack, one call", "rlctl 3 rules, 3 calls", "≥ 2.5"},
-	{"rlctl gcra ÷ redis_rate", "rlctl gcra", "go-redis/redis_rate (GCRA)", "≥ 1.0"},
+	{"rlctl gcra ÷ redis_rate", "rlctl gcra", "go-redis/redis_rate (GCRA)", "≥ 1.2"},
+	{"rlctl gcra (EVALSHA) ÷ redis_rate", "rlctl gcra (EVALSHA)", "go-redis/redis_rate (GCRA)", "–"},
+	{"rlctl gcra: FCALL ÷ EVALSHA", "rlctl gcra", "rlctl gcra (EVALSHA)", "–"},
 	{"ceilings: rlctl gcra ÷ redis_rate (server-side script cost)", ceilingName("rlctl gcra"), ceilingName("go-redis/redis_rate (GCRA)"), "–"},
 	{"ceilings: rlctl gcra ÷ minimal script (Lua work beyond the Redis commands)", ceilingName("rlctl gcra"), ceilingName(minimal.name), "–"},
 	{"redis_rate ÷ its ceiling", "go-redis/redis_rate (GCRA)", ceilingName("go-redis/redis_rate (GCRA)"), "–"},
-	{"rlctl fixed_window ÷ ulule/limiter", "rlctl fixed_window", "ulule/limiter (fixed window)", "–"},
+	{"rlctl fixed_window ÷ ulule/limiter", "rlctl fixed_window", "ulule/limiter (fixed window)", "≥ 1.0"},
 	{"rlctl gcra ÷ throttled", "rlctl gcra", "throttled (GCRA, CAS)", "–"},
 }
 
