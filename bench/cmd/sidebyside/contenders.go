@@ -354,7 +354,7 @@ func contenders() []contender {
 		cs[c.name] = c.contender()
 	}
 	return []contender{
-		cs["gcra"], peers[0], peers[2], minimal,
+		cs["gcra"], peers[0], cs["gcra (EVALSHA)"], peers[2], minimal,
 		cs["fixed_window"], peers[1],
 		cs["3-rule stack, one call"], cs["3 rules, 3 calls"],
 		cs["sliding_log"], cs["sliding_window"],
