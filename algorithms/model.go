@@ -2,9 +2,9 @@ package algorithms
 
 import (
 	"fmt"
+	"maps"
 	"math/big"
 	"slices"
-	"strconv"
 )
 
 // This file is the reference model: each algorithm's maths restated with exact rationals,
@@ -292,51 +292,44 @@ func (s gcraState) refund(now, cost int64, _ string) state {
 	return s
 }
 
-// concurrency: lease members and their expiry instants.
+// concurrency: the leases held, each an id and a cost, and their expiry instants. A
+// release names the lease's id and cost; any other pair is a lease never taken.
 type leaseState struct {
 	max, ttl int64
-	leases   map[string]int64
+	leases   map[lease]int64
+}
+
+type lease struct {
+	id   string
+	cost int64
 }
 
 func (s leaseState) active(now int64) int64 {
 	var n int64
-	for _, exp := range s.leases {
+	for l, exp := range s.leases {
 		if exp > now {
-			n++
+			n += l.cost
 		}
 	}
 	return n
 }
-func leaseMember(lease string, cost, i int64) string {
-	if cost == 1 {
-		return lease
-	}
-	return lease + ":" + strconv.FormatInt(i, 10)
-}
 func (s leaseState) capacity() int64              { return s.max }
 func (s leaseState) allowed(now, cost int64) bool { return s.active(now)+cost <= s.max }
 func (s leaseState) empty(now int64) bool         { return s.active(now) == 0 }
-func (s leaseState) charge(now, cost int64, lease string) state {
-	next := map[string]int64{}
-	for m, exp := range s.leases {
+func (s leaseState) charge(now, cost int64, id string) state {
+	next := map[lease]int64{}
+	for l, exp := range s.leases {
 		if exp > now {
-			next[m] = exp
+			next[l] = exp
 		}
 	}
-	for i := int64(1); i <= cost; i++ {
-		next[leaseMember(lease, cost, i)] = now + s.ttl
-	}
+	next[lease{id, cost}] = now + s.ttl
 	s.leases = next
 	return s
 }
-func (s leaseState) refund(now, cost int64, lease string) state {
-	next := map[string]int64{}
-	for m, exp := range s.leases {
-		next[m] = exp
-	}
-	for i := int64(1); i <= cost; i++ {
-		delete(next, leaseMember(lease, cost, i))
-	}
+func (s leaseState) refund(now, cost int64, id string) state {
+	next := maps.Clone(s.leases)
+	delete(next, lease{id, cost})
 	s.leases = next
 	return s
 }

@@ -382,3 +382,45 @@ func TestSlidingLogRenumbers(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrencyOneMemberPerLease: a lease is one member whatever its cost, "<lease>" for
+// cost 1 scored by its expiry and "<n>*<lease>" scored by minus its expiry; a release
+// removes it, and one of a lease never taken (or of another cost) removes nothing.
+func TestConcurrencyOneMemberPerLease(t *testing.T) {
+	a, _ := Lookup("concurrency")
+	params := []int64{10, 1_000_000, 0}
+	now := int64(1_800_000_000_000_000)
+	for _, h := range zsetHosts(t) {
+		t.Run(h.name, func(t *testing.T) {
+			key := freshPrefix(t) + ":leases"
+			do := func(op Op, lease string, cost int64) Reply {
+				t.Helper()
+				r, err := h.eval(Default(), &Call{Op: op, Now: now, Rules: []Rule{{Key: key, Algorithm: a, Cost: cost, Params: params, Lease: lease}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return r
+			}
+			do(OpCheck, "a", 1)
+			do(OpCheck, "b", 3)
+			if r := do(OpCheck, "c", 7); r.Allowed || r.Rules[0].Remaining != 6 || r.Rules[0].RetryAfter != 1_000_000 {
+				t.Fatalf("cost 7 with 4 of 10 held: %+v", r.Rules[0])
+			}
+			do(OpCheck, "c", 6)
+			want := []string{fmt.Sprint("3*b@-", now+1_000_000), fmt.Sprint("6*c@-", now+1_000_000), fmt.Sprint("a@", now+1_000_000)}
+			if got := zrange(t, h, key); !reflect.DeepEqual(got, want) {
+				t.Fatalf("members %v, want %v", got, want)
+			}
+			do(OpRefund, "b", 1)
+			do(OpRefund, "b", 2)
+			do(OpRefund, "x", 3)
+			do(OpRefund, "c", 6)
+			if got, want := zrange(t, h, key), []string{want[0], want[2]}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("after releasing c: members %v, want %v", got, want)
+			}
+			if r := do(OpCheck, "d", 6); !r.Allowed || r.Rules[0].Remaining != 0 {
+				t.Fatalf("cost 6 with 4 of 10 held: %+v", r.Rules[0])
+			}
+		})
+	}
+}
