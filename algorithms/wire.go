@@ -266,7 +266,7 @@ func DecodeReply(v any, n int) (Reply, error) {
 		}
 		return Reply{}, fmt.Errorf("%w: %d values for %d rules, want %d", ErrReply, len(arr), n, header+5*n)
 	}
-	ints := make([]int64, len(arr))
+	var head [header]int64
 	for i, x := range arr {
 		v, ok := x.(int64)
 		if !ok {
@@ -275,15 +275,17 @@ func DecodeReply(v any, n int) (Reply, error) {
 			}
 			return Reply{}, fmt.Errorf("%w: value %d is %T, want an integer", ErrReply, i+1, x)
 		}
-		ints[i] = v
+		if i < header {
+			head[i] = v
+		}
 	}
-	r := Reply{Allowed: ints[0] == 1, Decider: int(ints[1]), Now: ints[2], Server: ints[3], Rules: make([]RuleResult, n)}
-	if ints[0] != 0 && ints[0] != 1 || r.Decider < 0 || r.Decider > n || r.Allowed != (r.Decider == 0) {
-		return Reply{}, fmt.Errorf("%w: header %v", ErrReply, ints[:header])
+	r := Reply{Allowed: head[0] == 1, Decider: int(head[1]), Now: head[2], Server: head[3], Rules: make([]RuleResult, n)}
+	if head[0] != 0 && head[0] != 1 || r.Decider < 0 || r.Decider > n || r.Allowed != (r.Decider == 0) {
+		return Reply{}, fmt.Errorf("%w: header %v", ErrReply, head)
 	}
 	for i := range r.Rules {
-		o := ints[header+5*i:]
-		r.Rules[i] = RuleResult{Allowed: o[0] == 1, Remaining: o[1], RetryAfter: o[2], ResetAfter: o[3], Limit: o[4]}
+		o := arr[header+5*i:]
+		r.Rules[i] = RuleResult{Allowed: o[0].(int64) == 1, Remaining: o[1].(int64), RetryAfter: o[2].(int64), ResetAfter: o[3].(int64), Limit: o[4].(int64)}
 	}
 	return r, nil
 }

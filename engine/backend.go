@@ -135,6 +135,9 @@ func (r *Redis) HonoursDeadline() bool { return !r.detach }
 
 // Eval implements Backend.
 func (r *Redis) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
+	if !r.detach {
+		return r.eval(ctx, s, keys, argv)
+	}
 	return r.bounded(ctx, func() (any, error) { return r.eval(ctx, s, keys, argv) })
 }
 
@@ -205,6 +208,9 @@ func (r *Redis) Del(ctx context.Context, keys ...string) error {
 // isFunctionNotFound reports the server's answer to an FCALL of a function it has not
 // loaded.
 func isFunctionNotFound(err error) bool {
+	if err == nil {
+		return false
+	}
 	var rerr redis.Error
 	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "ERR Function not found")
 }
@@ -212,6 +218,9 @@ func isFunctionNotFound(err error) bool {
 // noFunctions reports an answer that says the server will not run functions for this
 // client: it does not know FCALL or FUNCTION (Redis 6, miniredis), or its ACL forbids them.
 func noFunctions(err error) bool {
+	if err == nil {
+		return false
+	}
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return false

@@ -126,13 +126,12 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 	_, inProcess := e.backend.(interface{ inProcess() })
 	var sent int64
 	if !inProcess && e.timeout > 0 {
-		wait := e.timeout
-		if dl, ok := ctx.Deadline(); ok {
-			wait = min(wait, time.Until(dl))
-		}
+		var wait time.Duration
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, wait)
-		defer cancel()
+		ctx, wait, cancel = e.bound(ctx)
+		if cancel != nil {
+			defer cancel()
+		}
 		sent = e.clock().UnixMicro()
 		if c.Op == algorithms.OpCheck {
 			c.Deadline = e.server.deadline(sent, wait.Microseconds())
@@ -143,7 +142,11 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 	if !ok {
 		return algorithms.Reply{}, ClassBackend, ErrBreakerOpen
 	}
+	start := e.clock()
 	rep, err := e.exec(ctx, e.backend, c)
+	if e.hooks.Called != nil {
+		e.hooks.Called(CallStats{Op: string(c.Op), Rules: len(c.Rules), Duration: e.clock().Sub(start), Err: err})
+	}
 	if err == nil {
 		br.resolve(t, succeeded, e.clock())
 		if sent != 0 && rep.Server > 0 {
@@ -168,6 +171,42 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 		}
 	}
 	return algorithms.Reply{}, class, err
+}
+
+// bound returns the context a backend call runs under, ending at the decision deadline or
+// the caller's, whichever comes first, and how long that is from now. cancel, when not
+// nil, must be called when the call ends. A call creates no context or timer of its own
+// when the caller's deadline comes first (its context is used as it is), nor when the
+// caller's context can never end (context.Background or TODO): those calls share a
+// context per millisecond, ending the decision timeout after it, rounded up to the next
+// millisecond.
+func (e *Engine) bound(ctx context.Context) (context.Context, time.Duration, context.CancelFunc) {
+	now := time.Now()
+	if dl, ok := ctx.Deadline(); ok && dl.Sub(now) <= e.timeout {
+		return ctx, dl.Sub(now), nil
+	}
+	if ctx == context.Background() || ctx == context.TODO() {
+		want := now.Add(e.timeout)
+		if d := e.shared.Load(); d != nil && !d.at.Before(want) && d.at.Sub(want) <= time.Millisecond {
+			return d.ctx, d.at.Sub(now), nil
+		}
+		at := want.Truncate(time.Millisecond).Add(time.Millisecond)
+		d := &sharedDeadline{at: at}
+		d.ctx, d.cancel = context.WithDeadline(context.Background(), at)
+		e.shared.Store(d)
+		return d.ctx, at.Sub(now), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+	return ctx, e.timeout, cancel
+}
+
+// sharedDeadline is a context that the calls of one millisecond share (see bound). Its
+// timer ends it at its deadline; cancel is kept for that timer's sake and never called
+// early, since other calls may still use the context.
+type sharedDeadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	at     time.Time
 }
 
 // breakerFor returns the breaker of the node c goes to: on a Redis Cluster each primary has

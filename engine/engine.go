@@ -29,6 +29,8 @@ type Engine struct {
 	clusterClient *redis.ClusterClient
 	nodes         sync.Map
 	timeout       time.Duration
+	// shared is the deadline context calls without one of their own share (see bound).
+	shared atomic.Pointer[sharedDeadline]
 	clock         func() time.Time
 	log           *slog.Logger
 	hooks         Hooks
@@ -54,6 +56,19 @@ type Hooks struct {
 	// Breaker is called when a circuit breaker changes state: the engine's, with node "",
 	// or on a Redis Cluster the breaker of the primary at address node.
 	Breaker func(node string, from, to BreakerState)
+	// Called is called after every backend call the engine makes (a decision's check, a
+	// refund, a lease release), on the caller's goroutine. A call's duration bounds its
+	// script's run time on the server from above, so an alert on it fires before the
+	// server's SLOWLOG does (one slow script stalls every client of that Redis).
+	Called func(CallStats)
+}
+
+// CallStats describes one backend call.
+type CallStats struct {
+	Op       string        // "check" or "refund"
+	Rules    int           // the rules the call carried
+	Duration time.Duration // from sending to the answer, on the engine's clock (WithClock)
+	Err      error         // nil, or how the call failed (Classify tells its class)
 }
 
 // Option configures an Engine.

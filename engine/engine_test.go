@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/luahost"
@@ -308,5 +309,52 @@ policy "bad" {
 	d, err := e.Allow(ctx, Attrs{"user": "u", "weight": "11"})
 	if err != nil || d.Allowed || d.RetryAfter != Never {
 		t.Fatalf("cost above capacity: %+v %v, want a denial with RetryAfter Never", d, err)
+	}
+}
+
+// slowBackend is a backend whose calls take d on the test's clock.
+type slowBackend struct {
+	Backend
+	clock *frozen
+	d     time.Duration
+}
+
+func (b slowBackend) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
+	b.clock.advance(b.d)
+	return b.Backend.Eval(ctx, s, keys, argv)
+}
+
+// TestCalledHookTimesEveryCall: the Called hook sees every backend call, checks and
+// releases, with its rule count and its duration on the engine's clock.
+func TestCalledHookTimesEveryCall(t *testing.T) {
+	clock := newFrozen()
+	h := luahost.New(luahost.WithClock(clockFunc(clock.now)))
+	var calls []CallStats
+	e := New(slowBackend{NewLocal(h), clock, 7 * time.Millisecond}, compile(t, `
+policy "p" {
+  clock = "client"
+  rule "r" {
+    algorithm = "concurrency"
+    key       = request.user
+    max       = 2
+    ttl       = "1m"
+  }
+  rule "s" {
+    algorithm = "fixed_window"
+    key       = request.user
+    limit     = 5
+    window    = "1m"
+  }
+}`), WithClock(clock.now), WithHooks(Hooks{Called: func(c CallStats) { calls = append(calls, c) }}))
+	d, err := e.Allow(context.Background(), Attrs{"user": "u"})
+	if err != nil || !d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if err := e.Release(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	want := []CallStats{{Op: "check", Rules: 2, Duration: 7 * time.Millisecond}, {Op: "refund", Rules: 1, Duration: 7 * time.Millisecond}}
+	if fmt.Sprint(calls) != fmt.Sprint(want) {
+		t.Errorf("calls %+v, want %+v", calls, want)
 	}
 }
