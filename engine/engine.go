@@ -30,15 +30,15 @@ type Engine struct {
 	nodes         sync.Map
 	timeout       time.Duration
 	// shared is the deadline context calls without one of their own share (see bound).
-	shared atomic.Pointer[sharedDeadline]
-	clock         func() time.Time
-	log           *slog.Logger
-	hooks         Hooks
-	br            breaker
-	cache         *denyCache
-	server        serverClock
-	logs          logLimiter
-	orphans       orphans
+	shared  atomic.Pointer[sharedDeadline]
+	clock   func() time.Time
+	log     *slog.Logger
+	hooks   Hooks
+	br      breaker
+	cache   *denyCache
+	server  serverClock
+	logs    logLimiter
+	orphans orphans
 
 	leasePrefix string
 	leaseSeq    atomic.Uint64
