@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"os"
 	"testing"
 	"time"
@@ -190,5 +192,80 @@ func TestLocalReloadsAfterScriptFlush(t *testing.T) {
 	h.FlushScripts()
 	if r := evalCall(t, b, gcraCall("noscript", algorithms.ServerTime)); r.Rules[0].Remaining != 8 {
 		t.Fatalf("after flush: %+v", r)
+	}
+}
+
+// TestPipelinedMatchesUnbatched: concurrent decisions through a pipelined backend decide
+// as one at a time would: a limit of 50 admits exactly 50 of 200 concurrent requests.
+func TestPipelinedMatchesUnbatched(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	e := New(NewRedis(rdb, Pipelined()), compile(t, `policy "p" {
+  rule "r" {
+    algorithm = "sliding_log"
+    key       = request.user
+    limit     = 50
+    window    = "1h"
+  }
+}`), WithTimeout(5*time.Second))
+	var wg sync.WaitGroup
+	var allowed, failed atomic.Int64
+	for range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := e.Allow(context.Background(), Attrs{"user": "u"})
+			switch {
+			case err != nil || d.Source != FromBackend:
+				failed.Add(1)
+			case d.Allowed:
+				allowed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if allowed.Load() != 50 || failed.Load() != 0 {
+		t.Fatalf("allowed %d, failed %d; want 50 allowed, 0 failed", allowed.Load(), failed.Load())
+	}
+}
+
+// TestPipelinedCallerLeavesAtItsDeadline: a caller whose deadline passes while its call
+// waits in the pipeline (the server stalled) returns at that deadline, and the call, run
+// when the server resumes, charges nothing.
+func TestPipelinedCallerLeavesAtItsDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	e := New(NewRedis(rdb, Pipelined()), compile(t, `policy "p" {
+  on_error = "deny"
+  rule "r" {
+    algorithm = "fixed_window"
+    key       = request.user
+    limit     = 5
+    window    = "1h"
+  }
+}`), WithTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	if d, err := e.Allow(ctx, Attrs{"user": "u"}); err != nil || !d.Allowed {
+		t.Fatalf("before the stall: %+v %v", d, err)
+	}
+	srv.Pause(t)
+	start := time.Now()
+	d, err := e.Allow(ctx, Attrs{"user": "u"})
+	took := time.Since(start)
+	srv.Resume()
+	if err != nil || d.Source == FromBackend {
+		t.Fatalf("during the stall: %+v %v", d, err)
+	}
+	if took > 2*time.Second {
+		t.Errorf("the caller waited %v with a 100ms deadline", took)
+	}
+	var p *Decision
+	for range 50 { // the stalled call runs on resume; wait for its refusal to land
+		if p, err = e.Peek(ctx, Attrs{"user": "u"}); err == nil && p.Source == FromBackend {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p == nil || p.Source != FromBackend || p.Rules[0].Remaining != 4 {
+		t.Fatalf("after the stall: %+v %v (want 4 remaining: the late call charged nothing)", p, err)
 	}
 }
