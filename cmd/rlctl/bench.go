@@ -41,6 +41,15 @@ at -redis, from C concurrent callers, until N decisions are made or D has passed
 prints per policy: decisions per second, p50 and p99 latency of a decision, and how many
 requests were allowed, denied, or matched by no rule.
 
+Then, per policy, what the server measured over the run: its script time per call, the
+mean time of the FCALL, EVALSHA and EVAL calls the engine sent (from INFO commandstats,
+read before and after the run; the count includes a first FCALL per caller that finds no
+library and loads it), and the SLOWLOG entries over 5ms made during the run with the
+slowest of them, beside the server's slowlog-log-slower-than (CONFIG GET): entries under
+it are not logged. Bench changes no setting and resets no statistic; a server that
+refuses INFO, SLOWLOG or CONFIG (a managed service, an ACL) gets "not available" and the
+reason, and the bench goes on. Other clients' scripts on the server count too.
+
 Requests are generated. Each attribute a policy reads (request.NAME) gets a value:
   - the value of -attr NAME=VALUE when given, "{n}" in it replaced by the key number;
   - for attributes that make up a rule's key or the policy's shard: NAME-<n>, so the
@@ -187,6 +196,7 @@ func runBench(e *env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err)
 	}
+	threshold, thresholdErr := benchSlowlogThreshold(ctx, rdb)
 	var id [4]byte
 	_, _ = rand.Read(id[:])
 	backend := &benchBackend{Backend: engine.NewRedis(rdb), prefix: "rlctl-bench:" + hex.EncodeToString(id[:]) + ":"}
@@ -212,10 +222,12 @@ func runBench(e *env, args []string) error {
 		if err != nil {
 			return err
 		}
+		mark := benchMarkServer(ctx, rdb)
 		r, err := benchPolicy(ctx, e, engine.New(backend, plan, engine.WithTimeout(*deadline)), p.Name, reqs, *n, *callers, *limit)
 		if err != nil {
 			return fmt.Errorf("policy %q: %w", p.Name, err)
 		}
+		r.server = mark.since(ctx, rdb)
 		results = append(results, r)
 		if ctx.Err() != nil {
 			break
@@ -223,6 +235,7 @@ func runBench(e *env, args []string) error {
 	}
 	fmt.Fprintln(e.stdout)
 	benchTable(e, results)
+	benchServerTable(e, results, threshold, thresholdErr)
 
 	failed := false
 	for _, r := range results {
@@ -341,6 +354,7 @@ type benchResult struct {
 	firstErr                   error
 	elapsed                    time.Duration
 	p50, p99                   time.Duration
+	server                     benchServer // what the server measured
 }
 
 // benchPolicy makes up to n decisions on eng from callers goroutines for at most limit.
@@ -500,4 +514,250 @@ func (b *benchBackend) cleanup(ctx context.Context, rdb *redis.Client) error {
 		return err
 	}
 	return flush()
+}
+
+// benchSlowCall is the duration over which a SLOWLOG entry made during a run is counted.
+const benchSlowCall = 5 * time.Millisecond
+
+// benchSlowlogFetch bounds the SLOWLOG entries read after a run.
+const benchSlowlogFetch = 1024
+
+// benchServerTimeout bounds each read of the server's statistics.
+const benchServerTimeout = 5 * time.Second
+
+// benchScriptCommands are the commands the engine runs its scripts with: FCALL on a server
+// with Redis Functions, EVALSHA (and EVAL after NOSCRIPT) elsewhere.
+var benchScriptCommands = []string{"fcall", "evalsha", "eval"}
+
+// benchCommandStats is the cumulative calls and time (µs) of the script commands in an
+// INFO commandstats reply.
+type benchCommandStats struct{ calls, usec int64 }
+
+// benchScriptStats sums the calls and usec of benchScriptCommands in an INFO commandstats
+// reply; a command the server never ran has no line and counts 0.
+func benchScriptStats(info string) (benchCommandStats, error) {
+	var s benchCommandStats
+	for line := range strings.Lines(info) {
+		name, fields, ok := strings.Cut(strings.TrimRight(line, "\r\n"), ":")
+		cmd, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd || !slices.Contains(benchScriptCommands, strings.ToLower(cmd)) {
+			continue
+		}
+		var calls, usec int64 = -1, -1
+		for f := range strings.SplitSeq(fields, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		if calls < 0 || usec < 0 {
+			return s, fmt.Errorf("INFO commandstats: cannot read calls and usec in %q", line)
+		}
+		s.calls += calls
+		s.usec += usec
+	}
+	return s, nil
+}
+
+// benchMark is what the server had measured when a policy's run started.
+type benchMark struct {
+	stats    benchCommandStats
+	statsErr error
+	slowID   int64 // ID of the newest SLOWLOG entry, -1 when the log was empty
+	slowErr  error
+}
+
+// benchServer is what the server measured over one policy's run.
+type benchServer struct {
+	// calls and usec: the script commands the engine sent, from INFO commandstats.
+	calls, usec int64
+	scriptErr   error // script time not available
+	// slow: SLOWLOG entries over benchSlowCall made during the run; more when the log
+	// dropped (or bench did not read) some of the run's entries, so slow is a lower bound.
+	slow    int
+	more    bool
+	slowest redis.SlowLog
+	slowErr error // slowlog not available
+}
+
+// benchMarkServer reads the server's script statistics and the newest SLOWLOG entry. A
+// refused command (a managed service, an ACL) is recorded, not returned: the bench goes on.
+func benchMarkServer(ctx context.Context, rdb *redis.Client) benchMark {
+	ctx, cancel := context.WithTimeout(ctx, benchServerTimeout)
+	defer cancel()
+	var m benchMark
+	m.stats, m.statsErr = benchReadStats(ctx, rdb)
+	m.slowID = -1
+	log, err := rdb.SlowLogGet(ctx, 1).Result()
+	switch {
+	case err != nil:
+		m.slowErr = fmt.Errorf("SLOWLOG GET: %w", err)
+	case len(log) > 0:
+		m.slowID = log[0].ID
+	}
+	return m
+}
+
+func benchReadStats(ctx context.Context, rdb *redis.Client) (benchCommandStats, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return benchCommandStats{}, fmt.Errorf("INFO commandstats: %w", err)
+	}
+	return benchScriptStats(info)
+}
+
+// since returns what the server measured from m to now.
+func (m benchMark) since(ctx context.Context, rdb *redis.Client) benchServer {
+	ctx, cancel := context.WithTimeout(ctx, benchServerTimeout)
+	defer cancel()
+	var s benchServer
+	if s.slowErr = m.slowErr; s.slowErr == nil {
+		log, err := rdb.SlowLogGet(ctx, benchSlowlogFetch).Result()
+		if err != nil {
+			s.slowErr = fmt.Errorf("SLOWLOG GET: %w", err)
+		}
+		// Entries come newest first; IDs grow by one per entry and survive SLOWLOG RESET.
+		run := 0
+		for _, l := range log {
+			if l.ID <= m.slowID {
+				break
+			}
+			run++
+			if l.Duration > benchSlowCall {
+				s.slow++
+				if l.Duration > s.slowest.Duration {
+					s.slowest = l
+				}
+			}
+		}
+		s.more = run == benchSlowlogFetch || (run > 0 && m.slowID >= 0 && log[run-1].ID > m.slowID+1)
+	}
+	if s.scriptErr = m.statsErr; s.scriptErr == nil {
+		now, err := benchReadStats(ctx, rdb)
+		s.calls, s.usec, s.scriptErr = now.calls-m.stats.calls, now.usec-m.stats.usec, err
+		if err == nil && (s.calls < 0 || s.usec < 0) {
+			s.scriptErr = errors.New("the server's statistics were reset during the run (CONFIG RESETSTAT)")
+		}
+	}
+	return s
+}
+
+// benchSlowlogThreshold returns the server's slowlog-log-slower-than, in µs (negative: the
+// slowlog is off).
+func benchSlowlogThreshold(ctx context.Context, rdb *redis.Client) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, benchServerTimeout)
+	defer cancel()
+	cfg, err := rdb.ConfigGet(ctx, "slowlog-log-slower-than").Result()
+	if err != nil {
+		return 0, fmt.Errorf("CONFIG GET slowlog-log-slower-than: %w", err)
+	}
+	v, ok := cfg["slowlog-log-slower-than"]
+	if !ok {
+		return 0, errors.New("CONFIG GET slowlog-log-slower-than: no such parameter")
+	}
+	us, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("CONFIG GET slowlog-log-slower-than: %q is not a number", v)
+	}
+	return us, nil
+}
+
+// benchScriptNames writes benchScriptCommands as "FCALL, EVALSHA and EVAL".
+func benchScriptNames() string {
+	up := strings.ToUpper(strings.Join(benchScriptCommands, ", "))
+	if i := strings.LastIndex(up, ", "); i >= 0 {
+		up = up[:i] + " and " + up[i+2:]
+	}
+	return up
+}
+
+// benchServerTable prints what the server measured per policy: the script time per call
+// and the slow calls, or why they are not available.
+func benchServerTable(e *env, results []benchResult, threshold int64, thresholdErr error) {
+	if len(results) == 0 {
+		return
+	}
+	scripts := slices.ContainsFunc(results, func(r benchResult) bool { return r.server.scriptErr == nil })
+	slow := slices.ContainsFunc(results, func(r benchResult) bool { return r.server.slowErr == nil })
+	if thresholdErr == nil && threshold < 0 {
+		slow = false
+		for i := range results {
+			results[i].server.slowErr = fmt.Errorf("the server's slowlog is off (slowlog-log-slower-than %d)", threshold)
+		}
+	}
+	fmt.Fprintln(e.stdout)
+	if !scripts {
+		fmt.Fprintf(e.stdout, "script time: not available (%v)\n", results[0].server.scriptErr)
+	}
+	if !slow {
+		fmt.Fprintf(e.stdout, "slowlog: not available (%v)\n", results[0].server.slowErr)
+	}
+	if !scripts && !slow {
+		return
+	}
+	if scripts {
+		fmt.Fprintf(e.stdout, "script time per call: the server's mean time in %s over the run (INFO commandstats)\n", benchScriptNames())
+	}
+	if slow {
+		fmt.Fprintf(e.stdout, "slowlog: the SLOWLOG entries over %v made during the run", benchSlowCall)
+		switch lim := time.Duration(threshold) * time.Microsecond; {
+		case thresholdErr != nil:
+			fmt.Fprintf(e.stdout, "; the server's threshold: not available (%v)", thresholdErr)
+		case lim > benchSlowCall:
+			fmt.Fprintf(e.stdout, "; the server logs calls over %v only (slowlog-log-slower-than %d), so calls of %v to %v are not counted", lim, threshold, benchSlowCall, lim)
+		default:
+			fmt.Fprintf(e.stdout, "; the server logs calls over %v (slowlog-log-slower-than %d)", lim, threshold)
+		}
+		fmt.Fprintln(e.stdout)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "policy")
+	if scripts {
+		fmt.Fprint(tw, "\tscript calls\tscript time per call")
+	}
+	if slow {
+		fmt.Fprint(tw, "\tslowlog over "+benchSlowCall.String()+"\tslowest")
+	}
+	fmt.Fprintln(tw)
+	var notes []string
+	for _, r := range results {
+		s := r.server
+		fmt.Fprint(tw, r.policy)
+		switch {
+		case !scripts:
+		case s.scriptErr != nil:
+			fmt.Fprint(tw, "\t-\t-")
+			notes = append(notes, fmt.Sprintf("%s: script time: not available (%v)", r.policy, s.scriptErr))
+		case s.calls == 0:
+			fmt.Fprint(tw, "\t0\t-")
+		default:
+			fmt.Fprintf(tw, "\t%d\t%.2fµs", s.calls, float64(s.usec)/float64(s.calls))
+		}
+		switch {
+		case !slow:
+		case s.slowErr != nil:
+			fmt.Fprint(tw, "\t-\t-")
+			notes = append(notes, fmt.Sprintf("%s: slowlog: not available (%v)", r.policy, s.slowErr))
+		default:
+			more, slowest := "", "-"
+			if s.more {
+				more = " or more"
+			}
+			if s.slow > 0 {
+				slowest = s.slowest.Duration.Round(time.Microsecond).String()
+				if len(s.slowest.Args) > 0 {
+					slowest += " " + strings.ToUpper(s.slowest.Args[0])
+				}
+			}
+			fmt.Fprintf(tw, "\t%d%s\t%s", s.slow, more, slowest)
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	for _, n := range notes {
+		fmt.Fprintln(e.stdout, n)
+	}
 }
