@@ -65,11 +65,14 @@ type engineCase struct {
 	// evalsha: the engine runs the script with EVALSHA (engine.WithoutFunctions), not the
 	// library with FCALL.
 	evalsha bool
+	// pipelined: concurrent decisions share writes (engine.Pipelined).
+	pipelined bool
 }
 
 var engineCases = []engineCase{
 	{name: "gcra", hcl: oneRule("gcra")},
 	{name: "gcra (EVALSHA)", hcl: oneRule("gcra"), evalsha: true},
+	{name: "gcra (pipelined)", hcl: oneRule("gcra"), pipelined: true},
 	{name: "sliding_log", hcl: oneRule("sliding_log")},
 	{name: "sliding_window", hcl: oneRule("sliding_window")},
 	{name: "fixed_window", hcl: oneRule("fixed_window")},
@@ -230,8 +233,11 @@ var errNoCeiling = errors.New("no single script call to measure")
 
 // backend is the case's engine backend on rdb.
 func (c engineCase) backend(rdb *redis.Client) *engine.Redis {
-	if c.evalsha {
+	switch {
+	case c.evalsha:
 		return engine.NewRedis(rdb, engine.WithoutFunctions())
+	case c.pipelined:
+		return engine.NewRedis(rdb, engine.Pipelined())
 	}
 	return engine.NewRedis(rdb)
 }
@@ -354,7 +360,7 @@ func contenders() []contender {
 		cs[c.name] = c.contender()
 	}
 	return []contender{
-		cs["gcra"], peers[0], cs["gcra (EVALSHA)"], peers[2], minimal,
+		cs["gcra"], peers[0], cs["gcra (EVALSHA)"], cs["gcra (pipelined)"], peers[2], minimal,
 		cs["fixed_window"], peers[1],
 		cs["3-rule stack, one call"], cs["3 rules, 3 calls"],
 		cs["sliding_log"], cs["sliding_window"],

@@ -36,6 +36,7 @@ var ratios = []ratio{
 	{"rlctl gcra ÷ redis_rate", "rlctl gcra", "go-redis/redis_rate (GCRA)", "≥ 1.2"},
 	{"rlctl gcra (EVALSHA) ÷ redis_rate", "rlctl gcra (EVALSHA)", "go-redis/redis_rate (GCRA)", "–"},
 	{"rlctl gcra: FCALL ÷ EVALSHA", "rlctl gcra", "rlctl gcra (EVALSHA)", "–"},
+	{"rlctl gcra (pipelined) ÷ redis_rate", "rlctl gcra (pipelined)", "go-redis/redis_rate (GCRA)", "≥ 2.0 at c=32"},
 	{"ceilings: rlctl gcra ÷ redis_rate (server-side script cost)", ceilingName("rlctl gcra"), ceilingName("go-redis/redis_rate (GCRA)"), "–"},
 	{"ceilings: rlctl gcra ÷ minimal script (Lua work beyond the Redis commands)", ceilingName("rlctl gcra"), ceilingName(minimal.name), "–"},
 	{"redis_rate ÷ its ceiling", "go-redis/redis_rate (GCRA)", ceilingName("go-redis/redis_rate (GCRA)"), "–"},
