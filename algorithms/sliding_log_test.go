@@ -424,3 +424,35 @@ func TestConcurrencyOneMemberPerLease(t *testing.T) {
 		})
 	}
 }
+
+// TestSlidingLogUpgradesALargeKey: a key the per-unit layout filled with 25,000 members
+// (25 requests of cost 1000) reads as 25,000 units and becomes 26 entries at the next
+// charge.
+func TestSlidingLogUpgradesALargeKey(t *testing.T) {
+	a, _ := Lookup("sliding_log")
+	params := []int64{1_000_000, 3_600_000_000}
+	now := int64(1_800_000_000_000_000)
+	for _, h := range zsetHosts(t) {
+		t.Run(h.name, func(t *testing.T) {
+			key := freshPrefix(t) + ":log"
+			for i := range int64(25) {
+				args := []string{"ZADD", key}
+				for k := 1; k <= 1000; k++ {
+					args = append(args, strconv.FormatInt(now+i, 10), fmt.Sprintf("%d:%d", now+i, k))
+				}
+				if _, err := h.do(args...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := Call{Op: OpCheck, Now: now + 100, Rules: []Rule{{Key: key, Algorithm: a, Cost: 1000, Params: params}}}
+			r, err := h.eval(Default(), &c)
+			if err != nil || !r.Allowed || r.Rules[0].Remaining != 1_000_000-26_000 {
+				t.Fatalf("charge: %+v %v", r, err)
+			}
+			got := zrange(t, h, key)
+			if len(got) != 26 || got[0] != fmt.Sprint("0+1000@", now) || got[25] != fmt.Sprint("25000+1000@", now+100) {
+				t.Fatalf("%d members %v … %v", len(got), got[0], got[len(got)-1])
+			}
+		})
+	}
+}

@@ -14,14 +14,15 @@
 --         only makes it sooner); -1 when cost > max.
 --         reset_after = until the last lease expires.
 --         Work: O(log n + m) for n members and m leases of cost > 1 held; a denial adds
---         O(log m) counts.
--- writes: commit drops the expired leases, adds the lease and sets the TTL to reset_after.
---         refund (release) removes the lease acquired under that id with that cost; any
---         other id or cost is a lease never taken, and removes nothing.
+--         O(log m) counts of O(log n) each.
+-- writes: commit drops the expired leases, adds the lease (O(log n)) and sets the TTL to
+--         reset_after. refund (release) removes the lease acquired under that id with that
+--         cost; any other id or cost is a lease never taken, and removes nothing.
 -- memory: O(leases held), whatever their cost.
 -- older layout: a lease of cost n > 1 used to be n members "<lease>:1" .. "<lease>:n"
 --         scored by its expiry. They count as n leases of cost 1, which they are, and a
---         release that finds no lease "<n>*<lease>" removes them.
+--         release that finds no lease "<n>*<lease>" removes them: O(n) for a release of a
+--         lease of cost n > 1 that is not held (released before, or expired).
 -- Denials are a 503-class answer (capacity), not a 429.
 
 params = {'pos', 'pos', 'str'}

@@ -211,19 +211,23 @@ end
 -- a ZRANGE reply (empty when the log is). The key is recreated without a TTL: commit sets
 -- it after.
 local function renumber(key)
-  local all = call('ZRANGE', key, 0, -1, 'WITHSCORES')
   local es = {}
-  local before = 0
-  for i = 1, #all, 2 do
-    local s, c = tonumber(all[i + 1]), units(all[i])
-    if es[#es - 2] == s then
-      es[#es] = es[#es] + c
-    else
-      es[#es + 1], es[#es + 2], es[#es + 3] = s, before, c
+  local before, from = 0, 0
+  -- Read in pages of 10000 members: a key of the older layout may hold a million.
+  repeat
+    local page = call('ZRANGE', key, from, from + 9999, 'WITHSCORES')
+    for i = 1, #page, 2 do
+      local s, c = tonumber(page[i + 1]), units(page[i])
+      if es[#es - 2] == s then
+        es[#es] = es[#es] + c
+      else
+        es[#es + 1], es[#es + 2], es[#es + 3] = s, before, c
+      end
+      before = before + c
     end
-    before = before + c
-  end
-  if #all > 0 then
+    from = from + 10000
+  until #page < 20000
+  if #es > 0 then
     call('ZREMRANGEBYSCORE', key, '-inf', '+inf')
     put(key, es)
   end
@@ -301,9 +305,8 @@ function refund(key, now, cost, p)
   local b, c = entry(after[1])
   if not b then
     local k = call('ZCOUNT', key, now, now)
-    local stamp = string.format('%.0f', now)
     for i = k, math.max(k - cost + 1, 1), -1 do
-      call('ZREM', key, stamp .. ':' .. i)
+      call('ZREM', key, string.format('%.0f:%.0f', now, i))
     end
     return
   end
