@@ -184,14 +184,7 @@ func Check(cfg *dsl.Config, opts ...Option) (*Findings, error) {
 				continue
 			}
 			for i, w := range sets {
-				sub := newSubject(ru.Algorithm, w, fmt.Sprintf("rl:verify:%s:%s:%d", p.Name, ru.Name, i))
-				sub.slack = p.ClockSkew
-				// Calls name the rule compiled into the plan's script, as the engine's do,
-				// so verify runs what production runs. A shadow rule's own properties are
-				// checked as if it enforced, so it is sent written out, unshadowed.
-				if !ru.Shadow {
-					sub.compiled = c.plan.Compiled(ru)
-				}
+				sub := c.subject(p, ru, w, i)
 				if i == 0 {
 					stack = append(stack, stackRule{sub: sub, shadow: ru.Shadow, name: ru.Name, compiled: c.plan.Compiled(ru)})
 				}
@@ -244,6 +237,19 @@ func (c *checker) rig() (*rig, error) {
 		c.g = g
 	}
 	return c.g, c.g.reset()
+}
+
+// subject returns the subject of rule ru of policy p with wire parameters w, the i-th set
+// checked. Its calls name the rule compiled into the plan's script, as the engine's do,
+// so verify runs what production runs. A shadow rule's own properties are checked as if
+// it enforced, so its calls write it out, unshadowed.
+func (c *checker) subject(p *dsl.Policy, ru *dsl.Rule, w []int64, i int) *subject {
+	sub := newSubject(ru.Algorithm, w, fmt.Sprintf("rl:verify:%s:%s:%d", p.Name, ru.Name, i))
+	sub.slack = p.ClockSkew
+	if !ru.Shadow {
+		sub.compiled = c.plan.Compiled(ru)
+	}
+	return sub
 }
 
 func newChecker(cfg *dsl.Config, o options) (*checker, error) {

@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/engine"
 )
 
 // testBudget keeps the checks quick, under the race detector too (which slows luahost
@@ -451,5 +455,52 @@ policy "p" {
 	}
 	if ce := r.Counterexample; ce == nil || len(ce.Steps) > 3 {
 		t.Fatalf("counterexample %+v", ce)
+	}
+}
+
+// TestChecksRunTheEnginesCalls: verify runs the plan's script, and names each rule by its
+// compiled form in it, with the values the engine sends: what it proves is what runs.
+func TestChecksRunTheEnginesCalls(t *testing.T) {
+	cfg, diags := dsl.Parse(map[string][]byte{"p.hcl": []byte(`policy "p" {
+  rule "r" {
+    algorithm = "gcra"
+    key       = request.user
+    rate      = "10/s"
+    burst     = 5
+  }
+  rule "s" {
+    algorithm = "fixed_window"
+    key       = request.user
+    limit     = 3
+    window    = "1m"
+    shadow    = true
+  }
+}`)})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	c, err := newChecker(cfg, options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := engine.Compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.script.SHA1 != plan.Script().SHA1 || c.script.Function != plan.Script().Function {
+		t.Fatalf("verify runs script %s, the engine %s", c.script.SHA1, plan.Script().SHA1)
+	}
+	p := cfg.Policies[0]
+	r, _ := p.Rules[0].Wire(nil)
+	call := algorithms.Call{Op: algorithms.OpCheck, Now: 1, Rules: []algorithms.Rule{c.subject(p, p.Rules[0], r, 0).rule(step{cost: 1})}}
+	argv, err := call.Argv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("@%d", plan.Compiled(p.Rules[0]).Index); argv[6] != want || len(argv) != 8 {
+		t.Errorf("verify's call %v, want rule %s with its cost only", argv, want)
+	}
+	if sub := c.subject(p, p.Rules[1], []int64{3, 60_000_000}, 0); sub.compiled != nil {
+		t.Errorf("a shadow rule's own checks name its compiled (shadow) form")
 	}
 }
