@@ -263,10 +263,10 @@ func fixedWork(commands, elements int64, t KeyType, entries, elementBytes int64)
 // slidingLogWork declares lua/sliding_log.lua for the limit at wire slot 0. Members are
 // "<before>+<cost>", at most 33 bytes. The worst call is a charge: the check's two reads,
 // then commit trims every entry that expired (all of them after a quiet spell), may
-// renumber the rest (read, clear and rewrite them, in ZADDs of 500, once the running total
-// nears 2^52) and may insert behind the newest entry for a caller whose clock runs behind
-// (read the entries after it, remove them in ZREMs of 1000 and rewrite them): each entry
-// at most six times. A denial reads the first and newest entries, counts the entries
+// renumber the rest (read them in pages of 10000, clear them and rewrite them in ZADDs of
+// 500, once the running total nears 2^52) and may insert behind the newest entry for a
+// caller whose clock runs behind (read the entries after it, remove them in ZREMs of 1000
+// and rewrite them): each entry touched at most six times. A denial reads the first and newest entries, counts the entries
 // before the window and probes by rank for the entry that places the retry-after,
 // galloping then bisecting: at most 2⌈log2(e+1)⌉ probes. A refund reads, removes and
 // rewrites the entries after its instant.
@@ -274,7 +274,7 @@ func slidingLogWork(w []int64, c Costs) (Work, error) {
 	e := max(1, w[0]/c.Min)
 	l := log2Ceil(e)
 	return Work{
-		Commands: max(5+2*l, 8+cdiv(e, 500)+cdiv(e, 1000)+cdiv(e+1, 500)),
+		Commands: max(5+2*l, 8+e/10000+cdiv(e, 500)+cdiv(e, 1000)+cdiv(e+1, 500)),
 		Elements: max(4+2*l, 6*e+4),
 		Type:     KeyZset,
 		Entries:  e,
