@@ -66,6 +66,9 @@ type Policy struct {
 	// ClockServer.
 	ClockSkew int64
 	Rules     []*Rule // in declaration order, the order the script checks them
+	// Budget is what each of its rules may cost Redis before validate warns: its budget
+	// block, over the files' top-level one, over DefaultBudget.
+	Budget    Budget
 	DeclRange hcl.Range
 }
 
@@ -92,7 +95,12 @@ type Rule struct {
 	AcceptBound bool
 	// Params has one entry per parameter of Algorithm, in its wire order. A Lease
 	// parameter is Const {0}: the engine supplies the lease.
-	Params    []*Param
+	Params []*Param
+	// Work is the rule's worst case on Redis, for every value its parameters can take and
+	// requests of its smallest cost (see algorithms.Costs); nil when a parameter's values
+	// are not known at load time or the algorithm declares none (a plugin without a work
+	// block).
+	Work      *algorithms.Work
 	DeclRange hcl.Range
 
 	wire []int64 // every parameter's wire values, validated, when all are constant

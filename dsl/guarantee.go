@@ -310,6 +310,11 @@ func paramObject(alg *algorithms.Algorithm, w []int64) cty.Value {
 // amount and period (an object {amount, period}, or a string such as "10/s").
 func evalFigure(e hcl.Expression, kind algorithms.Kind, alg *algorithms.Algorithm, w []int64) ([2]int64, error) {
 	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{"param": paramObject(alg, w)}, Functions: guaranteeFuncs}
+	return evalFigureIn(e, kind, ctx)
+}
+
+// evalFigureIn is evalFigure in the variables and functions of ctx.
+func evalFigureIn(e hcl.Expression, kind algorithms.Kind, ctx *hcl.EvalContext) ([2]int64, error) {
 	v, d := e.Value(ctx)
 	if d.HasErrors() {
 		var msgs []string

@@ -123,6 +123,8 @@ type loader struct {
 	policies map[string]*Policy
 	// validators run plugins' Lua validate at load time (see validateWire).
 	validators map[*algorithms.Algorithm]*validator
+	// budget is the files' top-level budget over DefaultBudget.
+	budget Budget
 }
 
 var rootSchema = &hcl.BodySchema{
@@ -131,6 +133,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "policy", LabelNames: []string{"name"}},
 		{Type: "algorithm", LabelNames: []string{"name"}},
 		{Type: "scenario", LabelNames: []string{"name"}},
+		{Type: "budget"},
 	},
 }
 
@@ -143,6 +146,7 @@ func load(srcs []source, readAux func(string) ([]byte, error)) (*Config, hcl.Dia
 		}
 	}
 	l.decodeLocals(byType["locals"])
+	l.decodeBudgets(byType["budget"])
 	for _, b := range byType["algorithm"] {
 		l.decodePlugin(b)
 	}

@@ -19,6 +19,11 @@ const quotaPolicy = `algorithm "quota" {
     amount = param.limit
     window = param.window
   }
+  work "string" {
+    commands = 3
+    elements = 2
+    entries  = 1
+  }
 }
 
 policy "p" {

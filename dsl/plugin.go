@@ -25,7 +25,10 @@ var pluginSchema = &hcl.BodySchema{
 		{Name: "commands"},
 		{Name: "doc"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "guarantee", LabelNames: []string{"shape"}}},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "guarantee", LabelNames: []string{"shape"}},
+		{Type: "work", LabelNames: []string{"type"}},
+	},
 }
 
 // pluginName is the form algorithms.Assemble accepts.
@@ -124,8 +127,16 @@ func (l *loader) decodePlugin(b *hcl.Block) {
 	} else {
 		l.add(errorf(b.DefRange, "Missing commands", "Algorithm %q needs commands: the Redis commands its Lua calls, such as commands = [\"HMGET\", \"HSET\", \"PEXPIRE\"]. The engine refuses any other.", name))
 	}
+	var gs, ws []*hcl.Block
+	for _, blk := range content.Blocks {
+		if blk.Type == "work" {
+			ws = append(ws, blk)
+		} else {
+			gs = append(gs, blk)
+		}
+	}
 	guaranteeOK := false
-	switch gs := content.Blocks; {
+	switch {
 	case len(gs) == 0:
 		l.add(errorf(b.DefRange, "Missing guarantee", "Algorithm %q needs a guarantee block: what it limits, which rlctl verify then holds it to, such as\n\n%s\n\nShapes: window, rate, in_flight and none; add bound = 2 (with why) for an algorithm that may reach twice its limit by design, and a precision block for answers rounded up.", name, guaranteeExample(alg)))
 	case !paramsOK:
@@ -134,6 +145,18 @@ func (l *loader) decodePlugin(b *hcl.Block) {
 		for _, extra := range gs[1:] {
 			l.add(errorf(extra.DefRange, "Duplicate guarantee", "Algorithm %q has more than one guarantee block; it states one guarantee, defined at %s.", name, where(gs[0].DefRange)))
 			guaranteeOK = false
+		}
+	}
+	workOK := true
+	switch {
+	case len(ws) == 0 && paramsOK && commandsOK && guaranteeOK:
+		l.add(warnf(b.DefRange, "Missing work", "Algorithm %q declares no work block, so rlctl cannot tell what its rules cost Redis: compile shows no worst case for them and validate holds them to no budget. State the most commands one call issues, the elements they touch and the elements its key holds, such as\n\n%s\n\nwith figures over param.NAME, cost.min and cost.max; see 'rlctl help plugins'.", name, workExample(alg)))
+	case len(ws) == 0 || !paramsOK:
+	default:
+		workOK = l.pluginWork(ws[0], alg)
+		for _, extra := range ws[1:] {
+			l.add(errorf(extra.DefRange, "Duplicate work", "Algorithm %q has more than one work block; it states one worst case, defined at %s.", name, where(ws[0].DefRange)))
+			workOK = false
 		}
 	}
 	if paramsOK {
@@ -145,7 +168,7 @@ func (l *loader) decodePlugin(b *hcl.Block) {
 		return
 	}
 	src, ok := l.pluginSource(a, alg, paramsOK, commandsOK)
-	if ok && paramsOK && commandsOK && guaranteeOK {
+	if ok && paramsOK && commandsOK && guaranteeOK && workOK {
 		alg.Source = src
 		l.cfg.Plugins = append(l.cfg.Plugins, alg)
 	}

@@ -21,7 +21,7 @@ var policySchema = &hcl.BodySchema{
 		{Name: "clock"},
 		{Name: "clock_skew"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "rule", LabelNames: []string{"name"}}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "rule", LabelNames: []string{"name"}}, {Type: "budget"}},
 }
 
 // ruleAttrs are the attributes every rule has; the algorithm's parameters come on top.
@@ -56,7 +56,7 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 		return // HCL reported the missing label
 	}
 	okName := l.checkName(b, "policy")
-	p := &Policy{Name: b.Labels[0], OnError: OnErrorAllow, Clock: ClockServer, DeclRange: b.DefRange}
+	p := &Policy{Name: b.Labels[0], OnError: OnErrorAllow, Clock: ClockServer, Budget: l.budget, DeclRange: b.DefRange}
 	if prev, ok := l.policies[p.Name]; ok {
 		l.add(errorf(b.LabelRanges[0], "Duplicate policy", "A policy named %q is already defined at %s. Policy names are unique across all files.", p.Name, where(prev.DeclRange)))
 		okName = false
@@ -98,8 +98,23 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 		p.Shard = l.shard(a, guards)
 	}
 
+	var rules, budgets []*hcl.Block
+	for _, blk := range content.Blocks {
+		if blk.Type == "budget" {
+			budgets = append(budgets, blk)
+		} else {
+			rules = append(rules, blk)
+		}
+	}
+	for i, bb := range budgets {
+		if i > 0 {
+			l.add(errorf(bb.DefRange, "Duplicate budget", "Policy %q already sets its budget at %s; a policy has one budget block.", p.Name, where(budgets[0].DefRange)))
+			continue
+		}
+		p.Budget = l.decodeBudget(bb, p.Budget)
+	}
 	names := map[string]*Rule{}
-	for _, rb := range content.Blocks {
+	for _, rb := range rules {
 		r := l.decodeRule(rb, p, guards)
 		if r == nil {
 			continue
@@ -111,7 +126,7 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 		names[r.Name] = r
 		p.Rules = append(p.Rules, r)
 	}
-	if len(content.Blocks) == 0 {
+	if len(rules) == 0 {
 		l.add(errorf(b.DefRange, "Policy has no rules", "Policy %q limits nothing. Add a rule block, for example:\n\n  rule \"per_ip\" {\n    algorithm = \"gcra\"\n    key       = request.ip\n    rate      = \"10/s\"\n    burst     = 20\n  }", p.Name))
 	} else if len(p.Rules) > 0 && !slices.ContainsFunc(p.Rules, func(r *Rule) bool { return !r.Shadow }) {
 		l.add(warnf(b.DefRange, "Policy enforces nothing", "Every rule of policy %q is a shadow rule: requests are counted but never denied. Set shadow = false on the rules to enforce.", p.Name))
@@ -299,11 +314,13 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 			}
 		}
 	}
-	if len(r.Params) == len(alg.Params) && known {
-		l.checkCombinations(r, wires, ranges)
-	}
+	paramsOK := len(r.Params) == len(alg.Params) && known && l.checkCombinations(r, wires, ranges)
+	minCost := int64(1)
 	if a := content.Attributes["cost"]; a != nil {
-		r.Cost = l.cost(a, r, capacity, capValues)
+		r.Cost, minCost = l.cost(a, r, capacity, capValues)
+	}
+	if paramsOK {
+		l.ruleWork(r, wires, minCost, p.Budget)
 	}
 	if p.Shard != nil && r.Key != nil && p.Shard.kind != kindConst {
 		var missing []string
@@ -577,12 +594,13 @@ const maxCombinations = 256
 
 // checkCombinations validates every combination of the rule's possible parameter values
 // with the algorithm's own bounds, and keeps the wire values when they are all constant.
-func (l *loader) checkCombinations(r *Rule, wires [][][]int64, ranges []hcl.Range) {
+// It reports whether every combination was checked and passed.
+func (l *loader) checkCombinations(r *Rule, wires [][][]int64, ranges []hcl.Range) bool {
 	n := 1
 	for _, ws := range wires {
 		n *= len(ws)
 		if n > maxCombinations {
-			return
+			return false
 		}
 	}
 	idx := make([]int, len(wires))
@@ -604,11 +622,11 @@ func (l *loader) checkCombinations(r *Rule, wires [][][]int64, ranges []hcl.Rang
 				detail += ". The algorithms compute in exact integers below 2^53: lower the count or shorten the period"
 			}
 			l.add(errorf(subject, "Parameters out of range", "%s.", detail))
-			return
+			return false
 		}
 		if n == 1 {
 			r.wire = w
-			return
+			return true
 		}
 		i := len(idx) - 1
 		for i >= 0 {
@@ -620,7 +638,7 @@ func (l *loader) checkCombinations(r *Rule, wires [][][]int64, ranges []hcl.Rang
 			i--
 		}
 		if i < 0 {
-			return
+			return true
 		}
 	}
 }
@@ -644,19 +662,21 @@ func describeWire(alg *algorithms.Algorithm, w []int64) string {
 	return strings.Join(parts, ", ")
 }
 
-// cost compiles a rule's cost and compares it with the capacity.
-func (l *loader) cost(a *hcl.Attribute, r *Rule, capacity string, capValues []int64) *Expr {
+// cost compiles a rule's cost and compares it with the capacity. It returns the smallest
+// positive cost the rule charges: the least positive value of those the cost can take when
+// they are known, else 1.
+func (l *loader) cost(a *hcl.Attribute, r *Rule, capacity string, capValues []int64) (*Expr, int64) {
 	e, d := l.env.compile(a.Expr, requestScope, cty.Number)
 	l.add(d...)
 	if e == nil {
-		return nil
+		return nil, 1
 	}
 	if e.kind == kindConst && e.val.IsNull() {
-		return nil
+		return nil, 1
 	}
 	vals, ok := possible(e)
 	if !ok {
-		return e
+		return e, 1
 	}
 	var costs []int64
 	for _, v := range vals {
@@ -670,12 +690,21 @@ func (l *loader) cost(a *hcl.Attribute, r *Rule, capacity string, capValues []in
 				detail = fmt.Sprintf("The cost can be %s, and %s.", showValue(v), err)
 			}
 			l.add(errorf(a.Expr.Range(), "Invalid cost", "%s The cost is what a request takes from the limit: a whole number, 0 (a peek that takes nothing) or more.", detail))
-			return nil
+			return nil, 1
 		}
 		costs = append(costs, c)
 	}
+	minPositive := int64(0)
+	for _, c := range costs {
+		if c > 0 && (minPositive == 0 || c < minPositive) {
+			minPositive = c
+		}
+	}
+	if minPositive == 0 {
+		minPositive = 1
+	}
 	if len(capValues) == 0 {
-		return e
+		return e, minPositive
 	}
 	minCost, maxCost := slices.Min(costs), slices.Max(costs)
 	minCap, maxCap := slices.Min(capValues), slices.Max(capValues)
@@ -685,5 +714,5 @@ func (l *loader) cost(a *hcl.Attribute, r *Rule, capacity string, capValues []in
 	case maxCost > minCap:
 		l.add(warnf(a.Expr.Range(), "Cost can exceed capacity", "The cost can be %d but rule %q's %s can be %d: such requests are always denied, with no retry-after. Lower the cost or raise %s.", maxCost, r.Name, capacity, minCap, capacity))
 	}
-	return e
+	return e, minPositive
 }

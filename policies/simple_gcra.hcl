@@ -15,6 +15,15 @@ algorithm "simple_gcra" {
     burst = param.burst
     rate  = param.rate
   }
+
+  # Its worst case on Redis: a GET, then a SET and a PEXPIRE (a refund: a GET and a DEL, or
+  # a SET and a PEXPIRE), on one string of at most 16 digits.
+  work "string" {
+    commands      = 3
+    elements      = 2
+    entries       = 1
+    element_bytes = 16
+  }
 }
 
 policy "exports" {

@@ -155,6 +155,12 @@ The algorithm block:
       burst = param.burst
       rate  = param.rate
     }
+    work "string" {                                   # optional; validate warns without
+      commands      = 3                               # Redis commands per call, at most
+      elements      = 2                               # elements they touch, at most
+      entries       = 1                               # elements the key holds, at most
+      element_bytes = 16                              # the longest element (default 64)
+    }
   }
 
   params kinds: count (one integer >= 1), duration (one, in µs), rate (two: the amount
@@ -168,6 +174,13 @@ The guarantee block states what verify checks every rule against, from param.NAM
   Exact by default. bound = 2 with why = "…" for an algorithm that may reach twice its
   limit by design; precision { retry_after, reset_after, ttl } for answers that may be
   that much late, never early. Nothing is inferred from parameter names.
+
+The work block states the plugin's worst case on Redis, from param.NAME, cost.min (the
+smallest positive cost a request charges) and cost.max (the largest, up to the capacity):
+the key's type (string, hash, list or zset) as its label, then commands, elements and
+entries; rlctl computes the key's memory from them. validate warns when a rule passes its
+policy's budget (budget { work = 2000, memory = "64KiB" } by default; set it at the top
+level or in a policy), and compile shows every rule's figures.
 
 The Lua assigns, at its top level (see lua/dispatch.lua, lua/gcra.lua):
   params                    {'pos', ...}: one per wire value, 'str' for a lease

@@ -22,6 +22,12 @@ commit, that it calls only the commands it lists (and those only from the ones a
 that check returns five or six values and writes nothing; and the plugin's own validate(p)
 runs on each rule's constant parameters. See 'rlctl help plugins'.
 
+Validate warns, at the rule, when a rule's worst case on Redis passes its policy's budget:
+the commands one call may issue plus the elements they touch (default 2000), or the bytes
+its key may take (default 64KiB). A budget block sets both, at the top level of a file or
+in a policy: budget { work = 5000, memory = "256KiB" }. 'rlctl compile' shows each rule's
+figures.
+
 Exit status: 0 valid, 1 invalid, 2 usage error.
 `,
 	run: func(e *env, args []string) error {

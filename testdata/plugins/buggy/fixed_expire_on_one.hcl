@@ -9,6 +9,12 @@ algorithm "fixed_expire_on_one" {
     bound  = 2
     why    = "a fixed window lets a client spend the limit at the end of one window and again at the start of the next"
   }
+  # HGET, then DEL of the last window's field, HINCRBY and PEXPIRE.
+  work "hash" {
+    commands = 4
+    elements = 3
+    entries  = 1
+  }
 }
 
 policy "hash_fixed" {

@@ -7,6 +7,12 @@ algorithm "gcra_ttl_floor" {
     burst = param.burst
     rate  = param.rate
   }
+  work "string" {
+    commands      = 2
+    elements      = 2
+    entries       = 1
+    element_bytes = 16
+  }
 }
 
 policy "tat_gcra" {

@@ -7,6 +7,12 @@ algorithm "lease_purge_in_check" {
     amount = param.slots
     ttl    = param.ttl
   }
+  # A slot per unit of cost: cost.max ZADDs, and a trim of up to every slot.
+  work "zset" {
+    commands = 5 + cost.max
+    elements = 1 + param.slots + 2 * cost.max
+    entries  = param.slots
+  }
 }
 
 policy "lease_pool" {

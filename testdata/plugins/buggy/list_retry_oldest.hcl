@@ -7,6 +7,13 @@ algorithm "list_retry_oldest" {
     amount = param.limit
     window = param.window
   }
+  # check reads the whole list; commit pops what left the window and pushes the cost.
+  work "list" {
+    commands      = 4
+    elements      = 2 * param.limit + cost.max
+    entries       = param.limit
+    element_bytes = 16
+  }
 }
 
 policy "list_log" {

@@ -9,6 +9,11 @@ algorithm "window_retry_end" {
     bound  = 2
     why    = "the estimate takes the previous window's cost as spread evenly, so a burst at its end still lets nearly the limit through at the start of the next"
   }
+  work "hash" {
+    commands = 3
+    elements = 6
+    entries  = 3
+  }
 }
 
 policy "two_window" {

@@ -7,6 +7,12 @@ algorithm "zset_overshoot" {
     amount = param.limit
     window = param.window
   }
+  # A member per unit of cost: cost.max ZADDs, and a trim of up to every member.
+  work "zset" {
+    commands = 5 + cost.max
+    elements = 1 + param.limit + cost.max
+    entries  = param.limit
+  }
 }
 
 policy "zset_log" {

@@ -7,6 +7,11 @@ algorithm "bucket" {
     burst = param.capacity
     rate  = param.rate
   }
+  work "hash" {
+    commands = 3
+    elements = 4
+    entries  = 2
+  }
 }
 
 policy "bucket" {

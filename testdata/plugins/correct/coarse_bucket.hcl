@@ -11,6 +11,11 @@ algorithm "coarse_bucket" {
       ttl         = "1s"
     }
   }
+  work "hash" {
+    commands = 3
+    elements = 4
+    entries  = 2
+  }
 }
 
 policy "coarse_bucket" {
