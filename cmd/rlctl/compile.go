@@ -17,8 +17,10 @@ var cmdCompile = &command{
 	short: "show the plan: algorithms, parameters, keys, ARGV layout, script",
 	long: `Compile validates policies and prints what the engine will run: for each rule its
 algorithm, resolved parameters, the Redis key layout (with the cluster hash tag when the
-policy has a shard) and the rule's slice of the script's ARGV; then the engine script's
-SHA1, its algorithms and the Redis commands it may call.
+policy has a shard), the rule's slice of the script's ARGV and its worst case on Redis (the
+commands and elements one call may touch, the bytes and entries one key may hold, and
+whether they pass the policy's budget); then the engine script's SHA1, its algorithms and
+the Redis commands it may call.
 
   -json  print the plan as JSON
 `,
@@ -84,6 +86,23 @@ type ruleOut struct {
 	Params []paramOut `json:"params"`
 	Key    string     `json:"key"`
 	Argv   []string   `json:"argv"`
+	// WorstCase is the rule's worst case on Redis; absent when a parameter's values are
+	// not known at load time or a plugin declares none, and NoWorstCase says which.
+	WorstCase   *worstOut `json:"worst_case,omitempty"`
+	NoWorstCase string    `json:"no_worst_case,omitempty"`
+}
+
+// worstOut is a rule's worst case on Redis (algorithms.Work) and the budget it is held to.
+type worstOut struct {
+	Commands     int64  `json:"commands"`      // per call
+	Elements     int64  `json:"elements"`      // touched per call
+	Steps        int64  `json:"steps"`         // commands + elements
+	BudgetSteps  int64  `json:"budget_steps"`  // the policy's budget.work
+	KeyType      string `json:"key_type"`      // string, hash, list or zset
+	Entries      int64  `json:"entries"`       // held per key
+	MemoryBytes  int64  `json:"memory_bytes"`  // per key, less its name
+	BudgetMemory int64  `json:"budget_memory"` // the policy's budget.memory
+	Why          string `json:"why,omitempty"` // why there are no figures, when there are none
 }
 
 type paramOut struct {
@@ -145,6 +164,15 @@ func describe(cfg *dsl.Config, plan *engine.Plan) planOut {
 			}
 			ro.Key = key + p.Name + ":" + r.Name + ":" + keyPart(cfg, r.Key)
 			ro.Argv = argv
+			switch w := r.Work; {
+			case w != nil:
+				ro.WorstCase = &worstOut{Commands: w.Commands, Elements: w.Elements, Steps: w.Steps(), BudgetSteps: p.Budget.Work,
+					KeyType: w.Type.String(), Entries: w.Entries, MemoryBytes: w.Memory, BudgetMemory: p.Budget.Memory}
+			case r.Algorithm.Complexity.Of == nil:
+				ro.NoWorstCase = "not declared: the algorithm has no work block"
+			default:
+				ro.NoWorstCase = "not known: a parameter is computed per request"
+			}
 			po.Rules = append(po.Rules, ro)
 		}
 		out.Policies = append(out.Policies, po)
@@ -193,6 +221,14 @@ func human(k algorithms.Kind, w []int64) string {
 		return algorithms.FormatRate(w[0], w[1])
 	}
 	return fmt.Sprint(w[0])
+}
+
+// over says that a figure passes its budget, or nothing.
+func over(past bool, budget string) string {
+	if past {
+		return ", past the budget of " + budget
+	}
+	return ""
 }
 
 func or(s, def string) string {
@@ -246,6 +282,14 @@ func printPlan(e *env, p planOut) {
 			}
 			attr("    ", "key", r.Key)
 			attr("    ", "argv", strings.Join(r.Argv, " "))
+			work, memory := r.NoWorstCase, r.NoWorstCase
+			if w := r.WorstCase; w != nil {
+				work = fmt.Sprintf("%d commands, %d elements per call at most (%d steps%s)", w.Commands, w.Elements, w.Steps, over(w.Steps > w.BudgetSteps, fmt.Sprint(w.BudgetSteps)))
+				memory = fmt.Sprintf("%s per key at most, besides its name: a %s of %d %s%s", algorithms.FormatBytes(w.MemoryBytes), w.KeyType, w.Entries, plural(int(min(w.Entries, 2)), "entry", "entries"),
+					over(w.MemoryBytes > w.BudgetMemory, algorithms.FormatBytes(w.BudgetMemory)))
+			}
+			attr("    ", "work", work)
+			attr("    ", "memory", memory)
 		}
 	}
 	heading("script %s (protocol %s)", p.Script.SHA1, p.Script.Protocol)
