@@ -29,10 +29,10 @@ type Budget struct {
 //
 // Work: 2000 steps per call. Redis runs one script at a time, so a call stalls every
 // client of the server while it runs, and a script past 5 ms is what operators alert on.
-// Measured on Redis 7.0 (one core of a shared AMD EPYC VM) inside a script: removing a
-// sorted-set member takes 0.2 µs, returning one to Lua 0.7 µs, building and adding one
-// 1.7 µs, and a command 1 to 2 µs; 2000 steps of the costliest kind take 3.4 ms there,
-// and 5 ms on a server half as fast again.
+// Measured on Redis 7.0 (a shared AMD EPYC VM) inside a script (BENCHMARKS.md): removing
+// a sorted-set member takes 0.12-0.16 µs, returning one to Lua 0.6-0.7 µs, building and
+// adding one 1.2-1.7 µs, and a command 0.5-1 µs; 2000 steps of the costliest kind take
+// 2.5-3.4 ms there, and 5 ms on a server half as fast again.
 //
 // Memory: 64 KiB per key. The algorithms that keep counters take about 100 bytes a key,
 // and limits are kept per client, so keys are counted in millions: at 64 KiB a million

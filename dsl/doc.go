@@ -10,7 +10,7 @@
 //
 // # Policy language
 //
-// Files hold four kinds of block, in any order and spread over any number of files
+// Files hold five kinds of block, in any order and spread over any number of files
 // (names are global across them):
 //
 //	locals {                       # constants; may read other locals and call functions
@@ -40,6 +40,20 @@
 //	  params   = { limit = "count", window = "duration" }  # wire order; count|duration|rate|lease
 //	  commands = ["HMGET", "HSET", "PEXPIRE"]               # the only commands it may call (1)
 //	  doc      = "one sentence"    # optional
+//	  guarantee "window" {         # what verify holds it to (see guarantee.go)
+//	    amount = param.limit
+//	    window = param.window
+//	  }
+//	  work "hash" {                # optional: its worst case on Redis (see work.go)
+//	    commands = 3               # per call, over param.NAME, cost.min and cost.max
+//	    elements = 4
+//	    entries  = 2               # per key; the memory is computed from it
+//	  }
+//	}
+//
+//	budget {                       # what a rule may cost Redis before validate warns;
+//	  work   = 2000                # top level (every policy) or in a policy; defaults shown
+//	  memory = "64KiB"
 //	}
 //
 //	scenario "stuffing" {          # run by rlctl simulate / verify
@@ -110,7 +124,9 @@
 // names; plugin commands that are forbidden (TIME, KEYS, FLUSHALL, ... : the reason is
 // given) or that luahost does not implement (1), with a did-you-mean and the list of the
 // available ones; plugin Lua that does not compile, assigns globals or engine locals, calls
-// commands it does not declare, or lacks params, check or commit; scenarios naming
+// commands it does not declare, or lacks params, check or commit; a rule whose worst case
+// on Redis passes its policy's [Budget] (a warning that gives the figures: see
+// [Rule.Work]), and a plugin without a work block (a warning); scenarios naming
 // unknown policies, traffic or rules; faults of unknown kinds, outside the scenario's
 // duration or overlapping one another; and numbers beyond a float64's range, refused before
 // evaluation because HCL takes minutes to print one exactly (at run time, a request
