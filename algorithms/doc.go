@@ -7,6 +7,11 @@
 // a prelude, the algorithms and the dispatcher into one script with a stable SHA1, so a
 // request's stacked rules are decided in one atomic call, all or nothing.
 //
+// Every algorithm also declares its worst case on Redis ([Complexity], [Work]): the commands
+// one call may issue and the elements they may touch, and the entries and bytes one key may
+// hold, from a rule's parameters and its smallest cost. Memory comes from [KeyMemory], a
+// bound on what MEMORY USAGE reports; dsl holds every rule to a budget with these figures.
+//
 // The package also holds a pure-Go reference model of each built-in algorithm. The models
 // restate the maths with exact rational arithmetic; they exist only as an oracle for tests
 // and must never be used to make decisions.
