@@ -53,7 +53,7 @@ const benchClients = 8
 
 // BenchmarkAllow measures whole decisions on a real redis-server with 8 concurrent
 // callers: a one-rule policy, a three-rule stack in one call, the same three rules as
-// three one-rule calls, and — as the ceiling — redis-benchmark sending EVALSHA of the same
+// three one-rule calls, and — as the ceiling — redis-benchmark sending FCALL of the same
 // script with the same arguments from 8 clients to the same server. The ratio
 // engine/ceiling is the share of the server's script throughput the engine reaches.
 func BenchmarkAllow(b *testing.B) {
@@ -108,8 +108,8 @@ func gomaxprocs() int {
 
 var rpsLine = regexp.MustCompile(`([0-9.]+) requests per second`)
 
-// ceiling runs redis-benchmark: b.N EVALSHA calls of plan's script with the ARGV the engine
-// would send for req (redis-benchmark replaces __rand_int__ with 0..1023 per call).
+// ceiling runs redis-benchmark: b.N FCALLs of plan's library, as the engine sends them on
+// Redis 7, with the ARGV the engine would send for req (redis-benchmark replaces __rand_int__ with 0..1023 per call).
 func ceiling(b *testing.B, rdb *redis.Client, addr string, plan *Plan, req Attrs) {
 	bin, err := exec.LookPath("redis-benchmark")
 	if err != nil {
@@ -128,12 +128,12 @@ func ceiling(b *testing.B, rdb *redis.Client, addr string, plan *Plan, req Attrs
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := rdb.ScriptLoad(context.Background(), plan.script.Source).Err(); err != nil {
+	if err := rdb.FunctionLoadReplace(context.Background(), plan.script.Library).Err(); err != nil {
 		b.Fatal(err)
 	}
 	host, port, _ := strings.Cut(addr, ":")
 	args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(benchClients), "-n", strconv.Itoa(max(b.N, 1000)),
-		"-r", "1024", "-q", "EVALSHA", plan.script.SHA1, strconv.Itoa(len(call.Rules))}
+		"-r", "1024", "-q", "FCALL", plan.script.Function, strconv.Itoa(len(call.Rules))}
 	for _, k := range call.Keys() {
 		args = append(args, k)
 	}
