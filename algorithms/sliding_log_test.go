@@ -225,18 +225,33 @@ func TestSlidingLogOutOfOrder(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				m, _, _, err := rn.compare(calls, want)
-				if err != nil {
-					t.Fatalf("trace %d: %v\n%s", i, err, formatTrace(calls))
-				}
-				if m >= 0 {
-					small := rn.shrink(calls[:m+1])
-					_, w, g, _ := rn.firstMismatch(small)
-					t.Fatalf("trace %d differs from the reference model after:\n%s  want %+v\n  got  %+v", i, formatTrace(small), w, g)
-				}
+				checkTrace(t, rn, fmt.Sprintf("trace %d", i), calls, want)
 			}
 		})
 	}
+}
+
+// checkTrace runs calls on rn and fails with the shortest trace that still differs from
+// want, the reference model's replies. As in checkTraces, a divergence on a real server
+// that a rerun does not repeat and that reads as a key expired on the server's wall clock
+// (a loaded machine can let a millisecond TTL pass before the PERSIST after a call) is
+// logged, not failed.
+func checkTrace(t *testing.T, rn *runner, name string, calls []Call, want []Reply) {
+	t.Helper()
+	m, _, got, err := rn.compare(calls, want)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, formatTrace(calls))
+	}
+	if m < 0 {
+		return
+	}
+	small := rn.shrink(calls[:m+1])
+	m2, w, g, err := rn.firstMismatch(small)
+	if err == nil && m2 < 0 && rn.ex.name() == "redis" && expiredEarly(calls[:m+1], got) {
+		t.Logf("%s: a key expired on the server's wall clock mid-trace (a rerun agrees with the model):\n%s", name, formatTrace(calls[:m+1]))
+		return
+	}
+	t.Fatalf("%s differs from the reference model after:\n%s  want %+v\n  got  %+v", name, formatTrace(small), w, g)
 }
 
 // upgradeExec runs a trace's first `at` calls with the per-unit layout's script and the
@@ -340,15 +355,7 @@ func TestUpgradeFromPerUnitLayout(t *testing.T) {
 					ex := ex
 					ex.at = rng.IntN(len(calls) + 1)
 					rn := &runner{ex: ex, base: fmt.Sprintf("%s:%d", base, i)}
-					m, _, _, err := rn.compare(calls, want)
-					if err != nil {
-						t.Fatalf("trace %d: %v\n%s", i, err, formatTrace(calls))
-					}
-					if m >= 0 {
-						small := rn.shrink(calls[:m+1])
-						_, w, g, _ := rn.firstMismatch(small)
-						t.Fatalf("trace %d, upgraded after call %d, differs from the reference model after:\n%s  want %+v\n  got  %+v", i, ex.at, formatTrace(small), w, g)
-					}
+					checkTrace(t, rn, fmt.Sprintf("trace %d, upgraded after call %d,", i, ex.at), calls, want)
 				}
 			})
 		}
@@ -388,7 +395,8 @@ func TestSlidingLogRenumbers(t *testing.T) {
 // removes it, and one of a lease never taken (or of another cost) removes nothing.
 func TestConcurrencyOneMemberPerLease(t *testing.T) {
 	a, _ := Lookup("concurrency")
-	params := []int64{10, 1_000_000, 0}
+	const ttl = 3_600_000_000 // real time expires nothing on Redis
+	params := []int64{10, ttl, 0}
 	now := int64(1_800_000_000_000_000)
 	for _, h := range zsetHosts(t) {
 		t.Run(h.name, func(t *testing.T) {
@@ -403,11 +411,11 @@ func TestConcurrencyOneMemberPerLease(t *testing.T) {
 			}
 			do(OpCheck, "a", 1)
 			do(OpCheck, "b", 3)
-			if r := do(OpCheck, "c", 7); r.Allowed || r.Rules[0].Remaining != 6 || r.Rules[0].RetryAfter != 1_000_000 {
+			if r := do(OpCheck, "c", 7); r.Allowed || r.Rules[0].Remaining != 6 || r.Rules[0].RetryAfter != ttl {
 				t.Fatalf("cost 7 with 4 of 10 held: %+v", r.Rules[0])
 			}
 			do(OpCheck, "c", 6)
-			want := []string{fmt.Sprint("3*b@-", now+1_000_000), fmt.Sprint("6*c@-", now+1_000_000), fmt.Sprint("a@", now+1_000_000)}
+			want := []string{fmt.Sprint("3*b@-", now+ttl), fmt.Sprint("6*c@-", now+ttl), fmt.Sprint("a@", now+ttl)}
 			if got := zrange(t, h, key); !reflect.DeepEqual(got, want) {
 				t.Fatalf("members %v, want %v", got, want)
 			}
