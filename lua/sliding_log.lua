@@ -137,12 +137,14 @@ function check(key, now, cost, p)
   local lo = now - window + 1
   local first = call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   local count, reset, last, log = 0, 0, nil, nil
-  local fb, fc
+  local fb, lb, lc, lt
   if first[1] then
     last = call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    reset = tonumber(last[2]) + window - now
-    local lb, lc = entry(last[1])
-    fb, fc = entry(first[1])
+    lt = tonumber(last[2])
+    reset = lt + window - now
+    lb, lc = entry(last[1])
+    local i = string.find(first[1], '+', 1, true)
+    fb = i and tonumber(string.sub(first[1], 1, i - 1))
     if fb and lb then
       count = lb + lc - fb
     else
@@ -156,11 +158,12 @@ function check(key, now, cost, p)
     if cost > 0 and reset < window then
       reset = window
     end
-    return 1, limit - count - cost, 0, reset, limit, {now, window, cost, reset, last, log ~= nil}
+    return 1, limit - count - cost, 0, reset, limit, {now, window, cost, reset, last, log ~= nil, lb, lc, lt}
   end
   local need = count + cost - limit
   local at
   if not log then
+    local _, fc = entry(first[1])
     if need <= fc then
       at = tonumber(first[2])
     else
@@ -263,23 +266,21 @@ local function insert(key, now, cost)
   return true
 end
 
+-- commit's w, from check: now, window, cost, reset_after, the newest member as a ZRANGE
+-- reply (nil when the window is empty), whether the window holds members of the older
+-- layout, and the newest entry's before, cost and instant.
 function commit(key, w)
   local now, window, cost, last = w[1], w[2], w[3], w[5]
   call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-  local b, c
-  if last then
-    b, c = entry(last[1])
-  end
+  local b, c, t = w[7], w[8], w[9]
   if w[6] or (b and b + c + cost > RENUMBER) then
     last = renumber(key)
-    b, c = nil, nil
+    b, c, t = nil, nil, nil
     if last[1] then
       b, c = entry(last[1])
-    else
-      last = nil
+      t = tonumber(last[2])
     end
   end
-  local t = last and tonumber(last[2])
   if not t then
     call('ZADD', key, now, member(0, cost))
   elseif t < now then
