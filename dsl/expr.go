@@ -27,10 +27,18 @@ type Request interface {
 // reference (request.ip) and a template of references and text
 // ("${request.tenant}:${request.user}") run as Go code that reads the attributes and
 // concatenates them, with no HCL evaluation; so does lookup(<constant map>, <reference or
-// template>, <constant default>). Everything else is evaluated by HCL per request with
-// the variables request and local and the policy functions; in a policy, a template of
-// more than one value has HCL evaluate each interpolation that is not a plain reference on
-// its own. An Expr is safe for concurrent use.
+// template>, <constant default>). The common forms beyond those are compiled to Go
+// closures that compute what HCL would: comparisons, &&, || and !, conditionals,
+// arithmetic on whole numbers, templates, lookup(), contains() and indexes into constant
+// tables, and the string functions lower, upper, trimspace, trimprefix, trimsuffix,
+// startswith, endswith, strcontains, cidrcontains (of a constant prefix) and the
+// conversions tostring, tonumber and tobool. Where a closure cannot promise HCL's exact
+// value (a number that is not whole or beyond 2^53, a string that is not a plain whole
+// number where a number is wanted, an error), HCL evaluates the expression instead, so
+// the value, and any error, is always HCL's. Everything else is evaluated by HCL per
+// request with the variables request and local and the policy functions; in a policy, a
+// template of more than one value has HCL evaluate each interpolation that is not a plain
+// reference on its own. An Expr is safe for concurrent use.
 //
 // # Keys
 //
@@ -77,6 +85,8 @@ type Expr struct {
 	key   *Expr                // kindLookup: the key, a kindAttr or kindTemplate
 	table map[string]cty.Value // kindLookup
 	def   cty.Value            // kindLookup
+
+	prog *prog // kindEval: the expression compiled, or nil when HCL evaluates it
 }
 
 type exprKind uint8
@@ -86,7 +96,7 @@ const (
 	kindAttr                     // one attribute, read as is
 	kindTemplate                 // literal text and attributes, concatenated
 	kindLookup                   // a constant table indexed by a kindAttr or kindTemplate key
-	kindEval                     // evaluated by HCL
+	kindEval                     // evaluated by prog when set, falling back on HCL
 )
 
 // part is a piece of a template: literal text, the attribute attr when isAttr, or the
@@ -150,6 +160,11 @@ func (e *Expr) text(r Request, keyed bool) (string, error) {
 	case kindTemplate:
 		return e.render(r, keyed)
 	}
+	if e.prog != nil {
+		if s, ok := e.prog.text(r); ok {
+			return s, nil
+		}
+	}
 	v, err := e.value(r)
 	if err != nil {
 		return "", err
@@ -159,6 +174,11 @@ func (e *Expr) text(r Request, keyed bool) (string, error) {
 
 // Bool returns the expression's value for r as a bool ("true" and "false" convert).
 func (e *Expr) Bool(r Request) (bool, error) {
+	if e.prog != nil {
+		if b, ok := e.prog.boolean(r); ok {
+			return b, nil
+		}
+	}
 	v, err := e.value(r)
 	if err != nil {
 		return false, err
@@ -169,6 +189,11 @@ func (e *Expr) Bool(r Request) (bool, error) {
 // Int returns the expression's value for r as a whole number with magnitude at most 2^53
 // (a numeric string such as "5" converts). The caller checks the sign.
 func (e *Expr) Int(r Request) (int64, error) {
+	if e.prog != nil {
+		if n, ok := e.prog.number(r); ok {
+			return n, nil
+		}
+	}
 	v, err := e.value(r)
 	if err != nil {
 		return 0, err
@@ -234,8 +259,24 @@ func hugeNumeral(s string) bool {
 	if len(s) < 300 && !strings.ContainsAny(s, "eE") {
 		return false
 	}
-	_, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	s = strings.TrimSpace(s)
+	for i := 0; i < len(s); i++ {
+		if !numeralByte(s[i]) {
+			return false // not a number; ParseFloat would allocate its error
+		}
+	}
+	_, err := strconv.ParseFloat(s, 64)
 	return errors.Is(err, strconv.ErrRange)
+}
+
+// numeralByte reports whether c can be part of what strconv.ParseFloat reads as a number
+// out of range: decimal or hex digits, signs, exponents, points and underscores.
+func numeralByte(c byte) bool {
+	switch {
+	case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
+		return true
+	}
+	return strings.IndexByte("xXpP+-._", c) >= 0
 }
 
 // bareValue is the value of a bare root (client): a number when it is one.
@@ -490,38 +531,46 @@ func typeError(expr hcl.Expression, want cty.Type, v cty.Value, sc scope) *hcl.D
 	return errorf(expr.Range(), "Incorrect value type", "A %s is required here, not %s.%s", want.FriendlyName(), got, hint)
 }
 
-// fastPath turns e into a kindAttr, kindTemplate or kindLookup when syn has that shape.
+// fastPath turns e into a kindAttr, kindTemplate or kindLookup when syn has that shape,
+// and otherwise compiles it to a prog when it can.
 func (env *evalEnv) fastPath(e *Expr, syn hclsyntax.Expression) {
+	if !env.shortcut(e, syn) {
+		e.prog = env.compileProg(syn, e.sc)
+	}
+}
+
+// shortcut turns e into a kindAttr, kindTemplate or kindLookup when syn has that shape,
+// and reports whether it did.
+func (env *evalEnv) shortcut(e *Expr, syn hclsyntax.Expression) bool {
 	if a, ok := rootRef(syn, e.sc); ok {
 		e.kind, e.attr = kindAttr, a
-		return
+		return true
 	}
 	if parts, ok := env.templateParts(syn, e.sc); ok {
 		e.kind, e.parts = kindTemplate, parts
 		for _, p := range parts {
 			e.size += len(p.lit)
 		}
-		return
+		return true
 	}
 	call, ok := unparen(syn).(*hclsyntax.FunctionCallExpr)
 	if !ok || call.Name != "lookup" || len(call.Args) != 3 || call.ExpandFinal {
-		return
+		return false
 	}
 	if usesRoot(call.Args[0], e.sc) || usesRoot(call.Args[2], e.sc) {
-		return
+		return false
 	}
 	table, d := call.Args[0].Value(env.ctx)
 	if d.HasErrors() || !table.IsWhollyKnown() || table.IsNull() || !(table.Type().IsMapType() || table.Type().IsObjectType()) {
-		return
+		return false
 	}
 	def, d := call.Args[2].Value(env.ctx)
 	if d.HasErrors() || !def.IsWhollyKnown() {
-		return
+		return false
 	}
 	key := &Expr{kind: kindEval, expr: call.Args[1], sc: e.sc, env: env}
-	env.fastPath(key, call.Args[1])
-	if key.kind != kindAttr && key.kind != kindTemplate {
-		return
+	if !env.shortcut(key, call.Args[1]) || key.kind != kindAttr && key.kind != kindTemplate {
+		return false
 	}
 	e.kind, e.key, e.def = kindLookup, key, def
 	e.table = make(map[string]cty.Value, table.LengthInt())
@@ -529,6 +578,7 @@ func (env *evalEnv) fastPath(e *Expr, syn hclsyntax.Expression) {
 		k, v := it.Element()
 		e.table[k.AsString()] = v
 	}
+	return true
 }
 
 // templateParts returns the parts of a template made of literal text, references to sc's
