@@ -282,7 +282,7 @@ func TestProgCompiles(t *testing.T) {
 		{`lookup(local.tiers, lower(request.plan), 30)`, true},
 		{`cidrcontains("10.0.0.0/8", request.ip)`, true},
 		{`"u:${lower(request.user)}"`, true},
-		{`request.n * 1.5`, false},                      // not whole
+		{`request.n * 1.5`, false},                       // not whole
 		{`format("%s-%s", request.a, request.b)`, false}, // not compiled
 		{`cidrcontains(request.prefix, request.ip)`, false},
 		{`lookup(local.tiers, request.plan, "none")`, false}, // an object's attribute or a string
