@@ -58,6 +58,20 @@ func (p *prog) text(r Request) (string, bool) {
 	return strconv.FormatBool(b), ok
 }
 
+// ok evaluates p for whether it gives HCL's value, and discards the value.
+func (p *prog) ok(r Request) bool {
+	var ok bool
+	switch p.typ {
+	case progString:
+		_, ok = p.str(r)
+	case progNumber:
+		_, ok = p.num(r)
+	default:
+		_, ok = p.bln(r)
+	}
+	return ok
+}
+
 // number returns p's value converted to a number; a string converts when it is a plain
 // whole number (see parseWhole).
 func (p *prog) number(r Request) (int64, bool) {
@@ -390,12 +404,7 @@ func equal(l, r *prog, eq bool) *prog {
 	var f func(q Request) (bool, bool)
 	switch {
 	case l.typ != r.typ:
-		lf, rf := l.text, r.text // evaluated for their errors only
-		f = func(q Request) (bool, bool) {
-			_, ok1 := lf(q)
-			_, ok2 := rf(q)
-			return false, ok1 && ok2
-		}
+		f = func(q Request) (bool, bool) { return false, l.ok(q) && r.ok(q) }
 	case l.typ == progString:
 		lf, rf := l.str, r.str
 		f = func(q Request) (bool, bool) {
