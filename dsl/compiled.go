@@ -546,11 +546,13 @@ func (c *progCompiler) call(x *hclsyntax.FunctionCallExpr) *prog {
 	if x.ExpandFinal {
 		return nil
 	}
-	if n, ok := progArity[x.Name]; !ok || n != len(x.Args) {
+	if n, ok := progArity[x.Name]; !ok || n != len(x.Args) && !(n < 0 && len(x.Args) > 0) {
 		return nil
 	}
 	args := make([]*prog, len(x.Args))
-	if x.Name != "lookup" && x.Name != "contains" && x.Name != "cidrcontains" {
+	switch x.Name {
+	case "lookup", "contains", "cidrcontains", "ceil", "floor":
+	default:
 		for i, a := range x.Args {
 			if args[i] = c.expr(a); args[i] == nil {
 				return nil
@@ -586,15 +588,128 @@ func (c *progCompiler) call(x *hclsyntax.FunctionCallExpr) *prog {
 		return c.contains(x)
 	case "lookup":
 		return c.lookup(x)
+	case "ceil":
+		return c.round(x.Args[0], true)
+	case "floor":
+		return c.round(x.Args[0], false)
+	case "max":
+		return extreme(args, func(a, b int64) bool { return a > b })
+	case "min":
+		return extreme(args, func(a, b int64) bool { return a < b })
+	case "try":
+		return try(args, false)
+	case "can":
+		return try(args, true)
 	}
 	return nil
 }
 
-// progArity lists the functions call compiles, with their number of arguments.
+// round compiles ceil(x) (up) or floor(x). A whole number is its own ceiling; a division
+// of whole numbers is rounded exactly, as cty rounds its 64-bit-or-more quotient: operands
+// of at most 2^53 leave the exact quotient at least 2^-53 of its size from a whole number.
+func (c *progCompiler) round(x hclsyntax.Expression, up bool) *prog {
+	div, ok := unparen(x).(*hclsyntax.BinaryOpExpr)
+	if !ok || div.Op != hclsyntax.OpDivide || !usesRoot(div, c.sc) {
+		if v := c.expr(x); v != nil {
+			return v.asNumber()
+		}
+		return nil
+	}
+	l, r := c.expr(div.LHS), c.expr(div.RHS)
+	if l == nil || r == nil {
+		return nil
+	}
+	if l, r = l.asNumber(), r.asNumber(); l == nil || r == nil {
+		return nil
+	}
+	lf, rf := l.num, r.num
+	return &prog{typ: progNumber, num: func(q Request) (int64, bool) {
+		a, ok1 := lf(q)
+		b, ok2 := rf(q)
+		if !ok1 || !ok2 || b == 0 {
+			return 0, false
+		}
+		n := a / b // truncated
+		if a%b != 0 {
+			positive := (a < 0) == (b < 0)
+			switch {
+			case up && positive:
+				n++
+			case !up && !positive:
+				n--
+			}
+		}
+		return n, true
+	}}
+}
+
+// extreme compiles max (when first(a, b) is a > b) or min: the first of the greatest (or
+// least) numbers.
+func extreme(args []*prog, first func(a, b int64) bool) *prog {
+	fs := make([]func(Request) (int64, bool), len(args))
+	for i, a := range args {
+		if a = a.asNumber(); a == nil {
+			return nil
+		}
+		fs[i] = a.num
+	}
+	return &prog{typ: progNumber, num: func(q Request) (int64, bool) {
+		m, ok := fs[0](q)
+		for _, f := range fs[1:] {
+			n, k := f(q)
+			ok = ok && k
+			if first(n, m) {
+				m = n
+			}
+		}
+		return m, ok
+	}}
+}
+
+// try compiles try(a, ...), or can(a, ...) when can is set (which has one argument, as
+// HCL checks at load time). HCL gives a's value when a succeeds; a prog that is not ok
+// may mean a fails or only that the prog cannot promise its value, so the prog gives a's
+// value (or true) only when every argument is ok, and HCL decides otherwise.
+func try(args []*prog, can bool) *prog {
+	first, rest := args[0], args[1:]
+	others := func(q Request) bool {
+		ok := true
+		for _, a := range rest {
+			ok = a.ok(q) && ok
+		}
+		return ok
+	}
+	if can {
+		return &prog{typ: progBool, bln: func(q Request) (bool, bool) { return true, first.ok(q) }}
+	}
+	switch first.typ {
+	case progString:
+		f := first.str
+		return &prog{typ: progString, str: func(q Request) (string, bool) {
+			s, ok := f(q)
+			return s, others(q) && ok
+		}}
+	case progNumber:
+		f := first.num
+		return &prog{typ: progNumber, num: func(q Request) (int64, bool) {
+			n, ok := f(q)
+			return n, others(q) && ok
+		}}
+	}
+	f := first.bln
+	return &prog{typ: progBool, bln: func(q Request) (bool, bool) {
+		b, ok := f(q)
+		return b, others(q) && ok
+	}}
+}
+
+// progArity lists the functions call compiles, with their number of arguments (-1: one or
+// more).
 var progArity = map[string]int{
 	"lower": 1, "upper": 1, "trimspace": 1, "tostring": 1, "tonumber": 1, "tobool": 1,
 	"startswith": 2, "endswith": 2, "strcontains": 2, "trimprefix": 2, "trimsuffix": 2,
 	"cidrcontains": 2, "contains": 2, "lookup": 3,
+	"ceil": 1, "floor": 1, "max": -1, "min": -1, "try": -1, "can": 1,
 }
 
 // stringFunc compiles a function of one string giving a string, normalized as cty.StringVal

@@ -77,7 +77,9 @@ func (g *exprGen) str(d int) string {
 		return g.pick(g.attr(), g.attr(), `""`, `"x"`, `"Zoë"`, `"alice"`, "local.prefix", `"/login"`)
 	}
 	d--
-	switch g.rnd.IntN(14) {
+	switch g.rnd.IntN(15) {
+	case 14:
+		return fmt.Sprintf("try(%s, %s)", g.str(d), g.pick(g.str(d), `"none"`))
 	case 0:
 		return "lower(" + g.str(d) + ")"
 	case 1:
@@ -113,7 +115,17 @@ func (g *exprGen) num(d int) string {
 		return g.pick(g.attr(), g.attr(), "0", "1", "-1", "2", "7", "9007199254740992", "local.n", "1.5")
 	}
 	d--
-	switch g.rnd.IntN(12) {
+	switch g.rnd.IntN(17) {
+	case 12:
+		return fmt.Sprintf("%s(%s / %s)", g.pick("ceil", "floor"), g.num(d), g.num(d))
+	case 13:
+		return fmt.Sprintf("%s(%s)", g.pick("ceil", "floor"), g.num(d))
+	case 14:
+		return fmt.Sprintf("%s(%s, %s)", g.pick("max", "min"), g.num(d), g.num(d))
+	case 15:
+		return fmt.Sprintf("min(%s, %s, %s)", g.num(d), g.num(d), g.num(d))
+	case 16:
+		return fmt.Sprintf("try(%s, %s)", g.num(d), g.pick(g.num(d), "1"))
 	case 0:
 		return fmt.Sprintf("%s + %s", g.num(d), g.num(d))
 	case 1:
@@ -143,7 +155,9 @@ func (g *exprGen) boolean(d int) string {
 		return g.pick("true", "false", g.attr()+` != ""`, g.attr()+` == "x"`, "request.flag")
 	}
 	d--
-	switch g.rnd.IntN(17) {
+	switch g.rnd.IntN(18) {
+	case 17:
+		return "can(" + g.pick(g.num(d), g.str(d), g.boolean(d)) + ")"
 	case 0:
 		return fmt.Sprintf("%s == %s", g.str(d), g.str(d))
 	case 1:
@@ -261,7 +275,7 @@ func TestProgMatchesHCL(t *testing.T) {
 		compareEval(t, src, e, attrs{})
 	}
 	t.Logf("%d of %d generated expressions compiled", compiled, n)
-	if compiled < n/3 {
+	if compiled < n/4 {
 		t.Errorf("only %d of %d generated expressions compiled", compiled, n)
 	}
 }
@@ -282,6 +296,8 @@ func TestProgCompiles(t *testing.T) {
 		{`lookup(local.tiers, lower(request.plan), 30)`, true},
 		{`cidrcontains("10.0.0.0/8", request.ip)`, true},
 		{`"u:${lower(request.user)}"`, true},
+		{`try(max(1, ceil(tonumber(request.content_length) / 1048576)), 1)`, true},
+		{`can(tonumber(request.n))`, true},
 		{`request.n * 1.5`, false},                       // not whole
 		{`format("%s-%s", request.a, request.b)`, false}, // not compiled
 		{`cidrcontains(request.prefix, request.ip)`, false},
