@@ -5,8 +5,10 @@
 // [hcl.Diagnostic] with the range of the construct at fault, a Detail that says how to
 // fix it, and did-you-mean suggestions for names; [WriteDiagnostics] renders them with
 // source snippets. [Format] rewrites a file canonically. Expressions compile to [Expr]:
-// constants fold at load time, plain references and templates run as Go closures, and the
-// rest is evaluated by HCL per request.
+// constants fold at load time, the common forms (references, templates, comparisons,
+// boolean operators, conditionals, whole-number arithmetic, table lookups and the string
+// functions) run as Go closures that give HCL's value, and the rest is evaluated by HCL per
+// request.
 //
 // # Policy language
 //
@@ -109,8 +111,8 @@
 // is a string, and an attribute the request lacks is "". They read local.<name> and call
 // HCL's usual functions (lower, upper, format, join, split, replace, regex, lookup,
 // coalesce, concat, length, min, max, contains, try, can, …) plus startswith, endswith,
-// strcontains and cidrcontains. References, templates of references and text, and lookup
-// in a constant table keyed by either run without HCL evaluation; see [Expr].
+// strcontains and cidrcontains. The common forms run without HCL evaluation and give what
+// HCL would, errors included (HCL evaluates whatever they cannot promise); see [Expr].
 //
 // # Validation
 //
