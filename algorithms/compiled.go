@@ -67,18 +67,22 @@ func (c *Compiled) check(algs []*Algorithm) (*Compiled, error) {
 // IsBuiltin reports whether a is one of the built-in algorithms (not a plugin).
 func IsBuiltin(a *Algorithm) bool { return slices.Contains(builtin, a) }
 
-// compiledRules writes compiled_rule(k), which returns rule k as {algorithm name, shadow,
-// parameters, varying positions, shared}: shared when nothing varies and the algorithm is
-// a built-in, whose functions never modify their parameters, so every call may use the
-// same table. The records are built on first use and kept: once per call under EVAL, once
-// per library load under FCALL. Rules are found by a balanced tree of comparisons, so a
-// plan's size costs log2(rules) comparisons per rule of a call.
+// compiledRules writes compiled_rule(name), which returns the compiled rule a call names
+// "@k" as {algorithm name, shadow, parameters, varying positions, shared, builtin}: shared
+// when nothing varies and the algorithm is a built-in, whose functions never modify their
+// parameters, so every call may use the same table. The records are built on first use and
+// kept under the name "@k" (the dispatcher adds the built-in's functions to them): once per
+// call under EVAL, once per library load under FCALL, where a call then finds its rule in
+// one table lookup. A name other than "@k" with k a rule's index in decimal is refused and
+// never kept, so calls cannot grow the cache. Rules are found by a balanced tree of
+// comparisons, so a plan's size costs log2(rules) comparisons on first use.
 func compiledRules(rules []*Compiled) string {
 	var b strings.Builder
-	b.WriteString("local compiled = {}\nlocal function compiled_rule(k)\nlocal c = compiled[k]\nif c then\nreturn c\nend\n")
+	b.WriteString("local compiled = {}\nlocal function compiled_rule(name)\nlocal c = compiled[name]\nif c then\nreturn c\nend\n")
 	if len(rules) > 0 {
+		b.WriteString("local k = tonumber(string.sub(name, 2))\nif k == nil or k % 1 ~= 0 or k < 1 or k > " + strconv.Itoa(len(rules)) + " or name ~= string.format('@%d', k) then\nreturn nil\nend\n")
 		writeRuleTree(&b, rules, 1, len(rules))
-		b.WriteString("compiled[k] = c\n")
+		b.WriteString("compiled[name] = c\n")
 	}
 	b.WriteString("return c\nend\n\n")
 	return b.String()
@@ -107,6 +111,7 @@ func ruleRecord(c *Compiled) string {
 	for i, v := range c.Vary {
 		vary[i] = strconv.Itoa(v + 1)
 	}
-	shared := len(c.Vary) == 0 && IsBuiltin(c.Algorithm)
-	return fmt.Sprintf("{'%s', %t, {%s}, {%s}, %t}", c.Algorithm.Name, c.Shadow, strings.Join(params, ", "), strings.Join(vary, ", "), shared)
+	builtin := IsBuiltin(c.Algorithm)
+	shared := len(c.Vary) == 0 && builtin
+	return fmt.Sprintf("{'%s', %t, {%s}, {%s}, %t, %t}", c.Algorithm.Name, c.Shadow, strings.Join(params, ", "), strings.Join(vary, ", "), shared, builtin)
 }

@@ -45,6 +45,99 @@ local function int_arg(s, min)
   return v
 end
 
+-- rule_at parses the rule whose values start at ARGV[a], rule r of the call, using
+-- `loaded` for the algorithms the call instantiates (six values each at i .. i+5: name,
+-- params, validate, check, commit, refund). It returns the rule's check, commit and refund
+-- functions (refund false when the algorithm has none), cost, shadow flag, parameters and
+-- the position of the next rule's values; or nil and an error message. A compiled rule of a
+-- built-in keeps its algorithm's functions in its record (c[7] .. c[11]), so under FCALL a
+-- call finds everything in one table lookup.
+local function rule_at(ARGV, r, a, loaded)
+  local name = ARGV[a]
+  local c, kinds, validate, check, commit, refund
+  if type(name) == 'string' and string.byte(name) == 64 then
+    c = compiled_rule(name)
+    if c == nil then
+      return nil, 'rule ' .. r .. ': unknown compiled rule ' .. name
+    end
+    kinds, validate, check, commit, refund = c[7], c[8], c[9], c[10], c[11]
+    name = c[1]
+  end
+  if check == nil then
+    local base = 0
+    for i = 1, #loaded, 6 do
+      if loaded[i] == name then
+        base = i
+      end
+    end
+    if base == 0 then
+      local params, v, ch, co, re = load_algorithm(name)
+      if params == nil then
+        return nil, 'rule ' .. r .. ': unknown algorithm ' .. tostring(name)
+      end
+      base = #loaded + 1
+      loaded[base], loaded[base + 1], loaded[base + 2] = name, params, v
+      loaded[base + 3], loaded[base + 4], loaded[base + 5] = ch, co, re
+    end
+    kinds, validate, check, commit, refund = loaded[base + 1], loaded[base + 2], loaded[base + 3], loaded[base + 4], loaded[base + 5]
+    if c and c[6] then
+      c[7], c[8], c[9], c[10], c[11] = kinds, validate, check, commit, refund
+    end
+  end
+  local cost = int_arg(ARGV[a + 1], 0)
+  local shadow, p, width, sent
+  if c then
+    shadow, width = c[2], 2
+    if c[5] then
+      p, sent = c[3], c[4]
+    else
+      p, sent = {}, c[4]
+      for j = 1, #kinds do
+        p[j] = c[3][j]
+      end
+    end
+  else
+    local flags = int_arg(ARGV[a + 2], 0)
+    if flags == nil then
+      return nil, 'rule ' .. r .. ': bad cost or flags'
+    end
+    shadow, p, width, sent = flags % 2 == 1, {}, 3, nil
+  end
+  if cost == nil then
+    return nil, 'rule ' .. r .. ': bad cost or flags'
+  end
+  -- The values this call carries: every parameter of a rule written out, the varying
+  -- ones of a compiled rule.
+  local m = sent and #sent or #kinds
+  for i = 1, m do
+    local j = sent and sent[i] or i
+    local s = ARGV[a + width - 1 + i]
+    local v
+    if kinds[j] == 'str' then
+      if s ~= nil and s ~= '' then
+        v = s
+      end
+    else
+      v = int_arg(s, 1)
+    end
+    if v == nil then
+      return nil, 'rule ' .. r .. ': parameter ' .. j .. ' of ' .. name .. ' is not valid'
+    end
+    p[j] = v
+  end
+  -- A shared record's constants are validated once (c[12]), the first time it is used.
+  if validate and not (c and c[5] and c[12]) then
+    local err = validate(p)
+    if err then
+      return nil, 'rule ' .. r .. ': ' .. err
+    end
+    if c and c[5] then
+      c[12] = true
+    end
+  end
+  return check, commit, refund, cost, shadow, p, a + width + m
+end
+
 local function main(KEYS, ARGV)
   call = redis.call
   TTL_SLACK = 0
@@ -94,100 +187,50 @@ local function main(KEYS, ARGV)
     return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[6]) .. ' does not match ' .. #KEYS .. ' keys')
   end
 
-  -- Parse every rule before touching any key. Each algorithm the call uses is instantiated
-  -- once into `loaded` as six values at i .. i+5: name, params, validate, check, commit,
-  -- refund. Rule r lives at rs[4r-3 .. 4r]: its algorithm's index i, cost, shadow flag and
-  -- parameters. Flat arrays keep a call's allocations low.
-  local rs, loaded = {}, {}
+  -- Parse every rule before touching any key. Rule r lives at rs[6r-5 .. 6r]: its check,
+  -- commit and refund functions, cost, shadow flag and parameters. Flat arrays keep a
+  -- call's allocations low; a call of one rule, the common case, needs none of them.
+  local loaded = {}
+  if n == 1 then
+    local check, commit, refund, cost, shadow, p, a = rule_at(ARGV, 1, 7, loaded)
+    if check == nil then
+      return redis.error_reply('RLCTL ' .. commit)
+    end
+    if a - 1 ~= #ARGV then
+      return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
+    end
+    local key = KEYS[1]
+    if op == 'refund' then
+      if refund and cost > 0 then
+        refund(key, now, cost, p)
+      end
+      return {1, 0, now, server_now}
+    end
+    local ok, remaining, retry, reset, limit, write = check(key, now, cost, p)
+    if ok == 0 and not shadow then
+      return {0, 1, now, server_now, ok, remaining, retry, reset, limit}
+    end
+    if write and cost > 0 then
+      commit(key, write)
+    end
+    return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
+  end
+
+  local rs = {}
   local a = 7
   for r = 1, n do
-    local name = ARGV[a]
-    -- A compiled rule: {algorithm name, shadow, parameters, positions sent per call,
-    -- shared} (see compiled_rule). Its parameters are used as they are when nothing in
-    -- them varies and the algorithm is a built-in (which never modifies them).
-    local c
-    if type(name) == 'string' and string.byte(name) == 64 then
-      local k = tonumber(string.sub(name, 2))
-      c = k and compiled_rule(k)
-      if c == nil then
-        return redis.error_reply('RLCTL rule ' .. r .. ': unknown compiled rule ' .. name)
-      end
-      name = c[1]
-    end
-    local base = 0
-    for i = 1, #loaded, 6 do
-      if loaded[i] == name then
-        base = i
-      end
-    end
-    if base == 0 then
-      local params, validate, check, commit, refund = load_algorithm(name)
-      if params == nil then
-        return redis.error_reply('RLCTL rule ' .. r .. ': unknown algorithm ' .. tostring(name))
-      end
-      base = #loaded + 1
-      loaded[base], loaded[base + 1], loaded[base + 2] = name, params, validate
-      loaded[base + 3], loaded[base + 4], loaded[base + 5] = check, commit, refund
-    end
-    local kinds = loaded[base + 1]
-    local cost = int_arg(ARGV[a + 1], 0)
-    local shadow, p, width, sent
-    if c then
-      shadow, width = c[2], 2
-      if c[5] then
-        p, sent = c[3], c[4]
-      else
-        p, sent = {}, c[4]
-        for j = 1, #kinds do
-          p[j] = c[3][j]
-        end
-      end
-    else
-      local flags = int_arg(ARGV[a + 2], 0)
-      if flags == nil then
-        return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
-      end
-      shadow, p, width, sent = flags % 2 == 1, {}, 3, nil
-    end
-    if cost == nil then
-      return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
-    end
-    -- The values this call carries: every parameter of a rule written out, the varying
-    -- ones of a compiled rule.
-    local m = sent and #sent or #kinds
-    for i = 1, m do
-      local j = sent and sent[i] or i
-      local s = ARGV[a + width - 1 + i]
-      local v
-      if kinds[j] == 'str' then
-        if s ~= nil and s ~= '' then
-          v = s
-        end
-      else
-        v = int_arg(s, 1)
-      end
-      if v == nil then
-        return redis.error_reply('RLCTL rule ' .. r .. ': parameter ' .. j .. ' of ' .. name .. ' is not valid')
-      end
-      p[j] = v
-    end
-    local validate = loaded[base + 2]
-    if validate and not (c and c[5] and c[6]) then
-      local err = validate(p)
-      if err then
-        return redis.error_reply('RLCTL rule ' .. r .. ': ' .. err)
-      end
-      if c and c[5] then
-        c[6] = true
-      end
+    local check, commit, refund, cost, shadow, p, next_a = rule_at(ARGV, r, a, loaded)
+    if check == nil then
+      return redis.error_reply('RLCTL ' .. commit)
     end
     for i = 1, r - 1 do
       if KEYS[i] == KEYS[r] then
         return redis.error_reply('RLCTL rule ' .. r .. ': key repeats rule ' .. i)
       end
     end
-    rs[4 * r - 3], rs[4 * r - 2], rs[4 * r - 1], rs[4 * r] = base, cost, shadow, p
-    a = a + width + m
+    local o = 6 * r
+    rs[o - 5], rs[o - 4], rs[o - 3], rs[o - 2], rs[o - 1], rs[o] = check, commit, refund, cost, shadow, p
+    a = next_a
   end
   if a - 1 ~= #ARGV then
     return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
@@ -195,9 +238,9 @@ local function main(KEYS, ARGV)
 
   if op == 'refund' then
     for r = 1, n do
-      local refund = loaded[rs[4 * r - 3] + 5]
-      if refund and rs[4 * r - 2] > 0 then
-        refund(KEYS[r], now, rs[4 * r - 2], rs[4 * r])
+      local refund, cost = rs[6 * r - 3], rs[6 * r - 2]
+      if refund and cost > 0 then
+        refund(KEYS[r], now, cost, rs[6 * r])
       end
     end
     return {1, 0, now, server_now}
@@ -208,8 +251,8 @@ local function main(KEYS, ARGV)
   local out = {0, 0, 0, 0}
   local pending = {}
   for r = 1, n do
-    local ok, remaining, retry, reset, limit, write = loaded[rs[4 * r - 3] + 3](KEYS[r], now, rs[4 * r - 2], rs[4 * r])
-    if ok == 0 and not rs[4 * r - 1] and allowed == 1 then
+    local ok, remaining, retry, reset, limit, write = rs[6 * r - 5](KEYS[r], now, rs[6 * r - 2], rs[6 * r])
+    if ok == 0 and not rs[6 * r - 1] and allowed == 1 then
       allowed, decider = 0, r
     end
     pending[r] = write or false
@@ -220,15 +263,15 @@ local function main(KEYS, ARGV)
   -- Phase 2: all or nothing.
   if allowed == 1 then
     for r = 1, n do
-      if pending[r] and rs[4 * r - 2] > 0 then
-        loaded[rs[4 * r - 3] + 4](KEYS[r], pending[r])
+      if pending[r] and rs[6 * r - 2] > 0 then
+        rs[6 * r - 4](KEYS[r], pending[r])
       end
     end
   else
     -- Rules that would have allowed were not charged: report their state as a peek.
     for r = 1, n do
-      if out[r * 5] == 1 and rs[4 * r - 2] > 0 then
-        local _, remaining, _, reset = loaded[rs[4 * r - 3] + 3](KEYS[r], now, 0, rs[4 * r])
+      if out[r * 5] == 1 and rs[6 * r - 2] > 0 then
+        local _, remaining, _, reset = rs[6 * r - 5](KEYS[r], now, 0, rs[6 * r])
         out[r * 5 + 1], out[r * 5 + 3] = remaining, reset
       end
     end

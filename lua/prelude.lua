@@ -10,7 +10,7 @@
 --     end
 --     ...
 --   end
--- then compiled_rule(k), which returns the script's k-th compiled rule (its algorithm's
+-- then compiled_rule(name), which returns the compiled rule a call names "@k" (its algorithm's
 -- name, shadow flag and parameters, written in as constants), and finally dispatch.lua,
 -- which defines main(KEYS, ARGV). Only the algorithms a call uses are instantiated, so the
 -- cost of a call does not grow with the number of algorithms in the script, and an
