@@ -149,13 +149,13 @@ var builtin = []*Algorithm{
 	},
 	{
 		Name:      "sliding_log",
-		Doc:       "At most limit in every window-long interval, exactly; memory grows with limit.",
+		Doc:       "At most limit in every window-long interval, exactly; memory grows with the requests in the window (one entry each, whatever its cost).",
 		Params:    []Param{countParam("limit", "cost allowed per window"), windowParam},
 		Commands:  zsetCmds,
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1)},
 		validate: func(w []int64) error {
 			if w[0] > 1_000_000 {
-				return fmt.Errorf("sliding_log: limit %d above 1000000 (one sorted-set member per unit of cost); use sliding_window or token_bucket", w[0])
+				return fmt.Errorf("sliding_log: limit %d above 1000000 (the log may hold up to limit entries, one per request of cost 1); use sliding_window or token_bucket", w[0])
 			}
 			return nil
 		},
