@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -205,11 +206,36 @@ func (r *Redis) bounded(ctx context.Context, f func() (any, error)) (any, error)
 	}
 }
 
-func (r *Redis) eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
+// boxed holds the ARGV values that calls repeat, each already converted to an interface:
+// the protocol, the ops, small counts and costs, and the names of compiled rules. A string
+// converted to an interface is copied to the heap; most of a call's values are these.
+var boxed = func() map[string]any {
+	m := map[string]any{algorithms.Protocol: algorithms.Protocol}
+	for _, op := range []algorithms.Op{algorithms.OpCheck, algorithms.OpRefund} {
+		m[string(op)] = string(op)
+	}
+	for i := range 1025 {
+		n := strconv.Itoa(i)
+		m[n], m["@"+n] = n, "@"+n
+	}
+	return m
+}()
+
+// box converts argv to the arguments go-redis takes, from boxed where it can.
+func box(argv []string) []any {
 	args := make([]any, len(argv))
 	for i, a := range argv {
-		args[i] = a
+		if v, ok := boxed[a]; ok {
+			args[i] = v
+		} else {
+			args[i] = a
+		}
 	}
+	return args
+}
+
+func (r *Redis) eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
+	args := box(argv)
 	if r.fc != nil && !r.evalOnly.Load() && len(keys) > 0 {
 		v, err := r.fc.FCall(ctx, s.Function, keys, args...).Result()
 		if isFunctionNotFound(err) {

@@ -168,7 +168,7 @@ func TestEngineOnMiniredis(t *testing.T) {
     limit     = 2
     window    = "1h"
   }
-}`))
+}`), WithTimeout(time.Minute)) // miniredis runs Lua on gopher-lua: slow on a loaded machine
 	ctx := context.Background()
 	var allowed []bool
 	for range 3 {

@@ -365,12 +365,29 @@ func (e *Engine) groups(rules []pending) []group {
 	return gs
 }
 
+// decisionWith is a Decision and room for the rules of most requests, allocated together.
+type decisionWith struct {
+	d     Decision
+	rules [4]RuleResult
+}
+
+// newDecision returns an allowing Decision with n rules, in one allocation when n is small.
+func newDecision(n int) *Decision {
+	b := &decisionWith{d: Decision{Allowed: true, Decider: -1}}
+	if n <= len(b.rules) {
+		b.d.Rules = b.rules[:n:n]
+	} else {
+		b.d.Rules = make([]RuleResult, n)
+	}
+	return &b.d
+}
+
 func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision, error) {
 	rules, err := e.collect(r, n)
 	if err != nil {
 		return nil, err
 	}
-	d := &Decision{Allowed: true, Decider: -1, Rules: make([]RuleResult, len(rules))}
+	d := newDecision(len(rules))
 	for i := range rules {
 		w, ok := e.plan.windows[rules[i].rule]
 		if !ok {
@@ -397,7 +414,8 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 		}
 	}
 	var done []charged
-	for _, g := range e.groups(rules) {
+	groups := e.groups(rules)
+	for gi, g := range groups {
 		call := algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime, Rules: make([]algorithms.Rule, len(g.idx))}
 		if g.client {
 			call.Now, call.Skew = sent.UnixMicro(), g.skew
@@ -426,7 +444,11 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 			break
 		}
 		// What this group charged, and where: every rule on the backend, or after a
-		// failure only the rules the local fallback ran.
+		// failure only the rules the local fallback ran. The last group's charge is never
+		// refunded here (no group after it can deny), so only its leases are kept.
+		if gi == len(groups)-1 && !slices.ContainsFunc(call.Rules, func(r algorithms.Rule) bool { return hasLease(r.Algorithm) }) {
+			continue
+		}
 		c := charged{call: algorithms.Call{Op: algorithms.OpRefund, Now: rep.Now}, local: res.src != FromBackend}
 		for k := range call.Rules {
 			if res.src == FromBackend || res.onLocal[k] {
