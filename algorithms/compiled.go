@@ -80,7 +80,7 @@ func compiledRules(rules []*Compiled) string {
 	var b strings.Builder
 	b.WriteString("local compiled = {}\nlocal function compiled_rule(name)\nlocal c = compiled[name]\nif c then\nreturn c\nend\n")
 	if len(rules) > 0 {
-		b.WriteString("local k = tonumber(string.sub(name, 2))\nif k == nil or k % 1 ~= 0 or k < 1 or k > " + strconv.Itoa(len(rules)) + " or name ~= string.format('@%d', k) then\nreturn nil\nend\n")
+		b.WriteString("local k = tonumber(string.sub(name, 2))\nif k == nil or k % 1 ~= 0 or k < 1 or k > " + strconv.Itoa(len(rules)) + " or name ~= string.format('@%d', k) then\nreturn\nend\n")
 		writeRuleTree(&b, rules, 1, len(rules))
 		b.WriteString("compiled[name] = c\n")
 	}
