@@ -134,6 +134,8 @@ type harness struct {
 	// The harness's lines after `from` are the engine script's, `shift` lines later, up
 	// to `to` (the harness's own main after it).
 	from, shift, to int
+	// tick, when set, is called after every script call.
+	tick func()
 }
 
 // harnessLine is a line of the harness in an error text.
@@ -226,6 +228,9 @@ func (hs *harness) run(sub *subject, at int64, rounds []raceRound) (*raceRun, er
 			argv = append(argv, strconv.Itoa(s))
 		}
 		v, err := h.EvalSHA(context.Background(), hs.sha, []string{sub.key}, argv)
+		if hs.tick != nil {
+			hs.tick()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -292,6 +297,14 @@ func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params 
 	if sub.spec.shape == algorithms.ShapeNone {
 		r.Status, r.Detail = Skip, sub.spec.noLimit()
 		return r, nil
+	}
+	if c.harness == nil {
+		hs, err := newHarness(c.script)
+		if err != nil {
+			return r, err
+		}
+		hs.tick = c.tick
+		c.harness = hs
 	}
 	limit := sub.spec.limit
 	rng := c.rng(p.Name, ru.Name, params, "race")
