@@ -496,7 +496,8 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string)
 
 // shrink shrinks steps, whose trace breaks a property as v says, against "breaks it at
 // least as badly" by check, and returns the breach of the shrunk trace with its
-// counterexample.
+// counterexample. When the shrunk trace does not break it again, the counterexample is
+// the whole trace; when that does not either, v comes back saying so, without one.
 func (c *checker) shrink(sub *subject, steps []step, v *violation, check func(*rig, []step, []result) *violation) (*violation, *Counterexample, error) {
 	small := shrinkSteps(steps, func(try []step) bool {
 		res, g, err := sub.run(c.g, try)
@@ -507,13 +508,30 @@ func (c *checker) shrink(sub *subject, steps []step, v *violation, check func(*r
 		w := check(g, try, res)
 		return w != nil && !worse(v, w)
 	})
-	res, g, err := sub.run(c.g, small)
-	if err != nil {
-		return nil, nil, err
+	rerun := func(steps []step) (*violation, []result, error) {
+		res, g, err := sub.run(c.g, steps)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.calls += g.calls + g.probeCalls
+		return check(g, steps, res), res, nil
 	}
-	c.calls += g.calls + g.probeCalls
-	v = check(g, small, res)
-	return v, sub.counterexample(small, res, v.mark, len(steps)), nil
+	w, res, err := rerun(small)
+	if err == nil && w == nil { // the shrunk trace does not repeat it: show the original
+		small = steps
+		w, res, err = rerun(small)
+	}
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case w == nil:
+		// Not even the original repeats: a script that answers differently to the same
+		// trace (math.random) is reported as found, without a trace to replay.
+		nd := *v
+		nd.msg += " (it does not repeat when the trace runs again: the algorithm is not deterministic)"
+		return &nd, nil, nil
+	}
+	return w, sub.counterexample(small, res, w.mark, len(steps)), nil
 }
 
 // errorFinding collects the traces of a rule that ended in a script error.

@@ -26,8 +26,9 @@ type CheckProgress struct {
 }
 
 // WithCheckProgress makes Check call f with how far it has got: after every check and
-// every progressCalls script calls. Calls to f never overlap; a report that would
-// overlap one under way is dropped.
+// every progressCalls script calls, from whichever worker got there, and once at the end
+// with every check done. Calls to f never overlap; a report that would overlap one under
+// way is dropped, except the last.
 func WithCheckProgress(f func(CheckProgress)) Option {
 	return func(o *options) { o.checkProgress = f }
 }
@@ -129,6 +130,7 @@ func (c *checker) runTasks(groups []*group) int {
 		}()
 	}
 	wg.Wait()
+	pr.final()
 	calls := 0
 	for _, t := range tasks {
 		calls += t.calls
@@ -156,6 +158,16 @@ func (pr *progress) tick() {
 func (pr *progress) finished() {
 	pr.done.Add(1)
 	pr.report()
+}
+
+// final reports the end, waiting for a report under way.
+func (pr *progress) final() {
+	if pr.f == nil {
+		return
+	}
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	pr.f(CheckProgress{Done: int(pr.done.Load()), Total: pr.total, Calls: pr.calls.Load()})
 }
 
 func (pr *progress) report() {
