@@ -292,6 +292,9 @@ type checker struct {
 	cfg     *dsl.Config
 	// tick, when set, is called after every script call (see progress).
 	tick func()
+	// keysOnly: what a host carries from one script to the next is its keys alone,
+	// because the script cannot read math.random's state (its source never names it).
+	keysOnly bool
 }
 
 // rig returns the checker's host, emptied.
@@ -328,6 +331,7 @@ func newChecker(cfg *dsl.Config, o options) (*checker, error) {
 		return nil, err
 	}
 	c := &checker{o: o, plan: plan, script: locatedScript(plan.Script(), cfg), cfg: cfg}
+	c.keysOnly = !strings.Contains(c.script.Source, "random")
 	// The race harness is built on the engine script's layout: fail now, not in every rule.
 	if c.harness, err = newHarness(c.script); err != nil {
 		return nil, err
@@ -609,7 +613,12 @@ func worse(v, w *violation) bool {
 func (c *checker) determinism(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string, steps []step) Result {
 	r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: PropDeterminism, Statement: stmtDet, Calls: 2 * len(steps)}
 	run := func() ([]result, error) {
-		g, err := newRig(c.script)
+		// A host emptied of its keys is a fresh host unless the script can read
+		// math.random's state, which hosts carry from one script to the next.
+		g, err := c.rig()
+		if !c.keysOnly {
+			g, err = newRig(c.script)
+		}
 		if err != nil {
 			return nil, err
 		}

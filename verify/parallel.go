@@ -2,7 +2,6 @@ package verify
 
 import (
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -97,14 +96,14 @@ func (c *checker) runTasks(groups []*group) int {
 	// Hosts carry math.random's state from one script to the next: a worker reuses its
 	// hosts from check to check only when no script can read that state, and otherwise
 	// each check starts on hosts of its own.
-	reuse := !strings.Contains(c.script.Source, "random")
+	reuse := c.keysOnly
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			own := &checker{o: c.o, plan: c.plan, script: c.script, cfg: c.cfg, tick: tick}
+			own := &checker{o: c.o, plan: c.plan, script: c.script, cfg: c.cfg, tick: tick, keysOnly: c.keysOnly}
 			if w == 0 && reuse {
 				own.harness = c.harness
 				c.harness.tick = tick
