@@ -230,12 +230,12 @@ func (c *checker) checks(cfg *dsl.Config) []*group {
 
 // ruleGroup returns the checks of rule ru of policy p with wire parameters w, the i-th
 // set checked: its traces (errors to determinism), its client clocks, and its race of
-// commands, which tells an error no single request raises from one they do, so it waits
-// for the traces. Each check has a subject of its own.
+// commands, which tells an error no single request raises from one they do by the
+// traces' errors. Each check has a subject of its own.
 func (c *checker) ruleGroup(p *dsl.Policy, ru *dsl.Rule, w []int64, i int) *group {
 	gr := &group{}
 	params := describeParams(ru.Algorithm, w)
-	traces := &task{}
+	traces := &task{done: make(chan struct{})}
 	erred := false
 	traces.do = func(c *checker) ([]Result, error) {
 		res, e, err := c.rule(p, ru, c.subject(p, ru, w, i), params)
@@ -251,8 +251,10 @@ func (c *checker) ruleGroup(p *dsl.Policy, ru *dsl.Rule, w []int64, i int) *grou
 		}})
 	}
 	sub := c.subject(p, ru, w, i)
-	gr.tasks = append(gr.tasks, &task{after: traces, do: func(c *checker) ([]Result, error) {
-		r, err := c.commandRace(p, ru, sub, params, erred)
+	// The race waits for the traces only when an interleaving raised an error. The
+	// traces are listed first, so a worker has taken them: the wait ends.
+	gr.tasks = append(gr.tasks, &task{do: func(c *checker) ([]Result, error) {
+		r, err := c.commandRace(p, ru, sub, params, func() bool { <-traces.done; return erred })
 		return []Result{r}, err
 	}})
 	return gr

@@ -35,12 +35,11 @@ func WithCheckProgress(f func(CheckProgress)) Option {
 // progressCalls is how many script calls go by between progress reports.
 const progressCalls = 256
 
-// task is one check. do runs it on a worker's checker; after, when set, is a task listed
-// earlier whose results do reads, so it waits for that task (which a worker has already
-// taken, as workers take tasks in order: waiting never deadlocks).
+// task is one check. do runs it on a worker's checker; it may wait for done of a task
+// listed before it, which a worker has then already taken, as workers take tasks in
+// order: the wait never deadlocks.
 type task struct {
 	do    func(c *checker) ([]Result, error)
-	after *task
 	res   []Result
 	err   error
 	calls int
@@ -81,7 +80,9 @@ func (c *checker) runTasks(groups []*group) int {
 		tasks = append(tasks, gr.tasks...)
 	}
 	for _, t := range tasks {
-		t.done = make(chan struct{})
+		if t.done == nil {
+			t.done = make(chan struct{})
+		}
 	}
 	workers := c.o.workers
 	if workers == 0 {
@@ -114,9 +115,6 @@ func (c *checker) runTasks(groups []*group) int {
 					return
 				}
 				t := tasks[i]
-				if t.after != nil {
-					<-t.after.done
-				}
 				own.calls = 0
 				if !reuse {
 					own.g, own.harness = nil, nil

@@ -290,9 +290,10 @@ func raceExcess(sub *subject, rounds []raceRound, run *raceRun) (over, total int
 // instant: an adversarial schedule first (every client's reads before any write, after
 // filling the key to one below its limit), then seeded random ones. An interleaving in
 // which a client's call raises an error is reported when none breaks the limit: as a
-// note when no single request raised an error (erred: the rule's errors property failed),
+// note when no single request raised an error (erred, asked only then: the rule's errors
+// property failed),
 // else as skipped.
-func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string, erred bool) (Result, error) {
+func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string, erred func() bool) (Result, error) {
 	r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: PropRaceCommand, Statement: stmtRaceR}
 	if sub.spec.shape == algorithms.ShapeNone {
 		r.Status, r.Detail = Skip, sub.spec.noLimit()
@@ -362,7 +363,7 @@ func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params 
 	}
 	r.Calls = calls
 	switch {
-	case failing != nil && !erred:
+	case failing != nil && !erred():
 		return c.interleavingError(r, sub, at, failing, errored, len(candidates))
 	case breach != nil:
 		small := shrinkRounds(breach, func(try []raceRound) bool {
