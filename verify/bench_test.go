@@ -1,7 +1,9 @@
 package verify
 
 import (
+	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -52,4 +54,25 @@ func BenchmarkCheck(b *testing.B) {
 		calls += f.Calls
 	}
 	b.ReportMetric(float64(calls)/time.Since(start).Seconds(), "calls/s")
+}
+
+// BenchmarkCheckWorkers measures Check on the built-in algorithms with 1 worker and with
+// GOMAXPROCS workers, side by side.
+func BenchmarkCheckWorkers(b *testing.B) {
+	cfg := load(b, "testdata/builtins.hcl")
+	for _, n := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			var calls int
+			start := time.Now()
+			for b.Loop() {
+				f, err := Check(cfg, WithBudget(1000), WithWorkers(n))
+				if err != nil {
+					b.Fatal(err)
+				}
+				calls += f.Calls
+			}
+			b.ReportMetric(float64(calls)/time.Since(start).Seconds(), "calls/s")
+		})
+	}
 }

@@ -169,62 +169,134 @@ func Check(cfg *dsl.Config, opts ...Option) (*Findings, error) {
 		return nil, err
 	}
 	f := &Findings{Schema: Schema, Seed: o.seed, Budget: o.budget, Results: []Result{}}
-	// A rule or policy verify cannot check is a failure of its own, and the rest goes on.
-	stopped := func(p *dsl.Policy, rule, alg string, err error) Result {
-		return Result{Policy: p.Name, Rule: rule, Algorithm: alg, Property: "*", Status: Fail,
-			Detail: "verify could not check it: " + errorText(c.script, err)}
+	groups := c.checks(cfg)
+	f.Calls = c.runTasks(groups)
+	for _, gr := range groups {
+		f.Results = append(f.Results, gr.results()...)
 	}
+	return f, nil
+}
+
+// checks lists the checks of cfg in the order their results are reported: per policy,
+// per rule and parameter set, the rule's checks, then the policy's own.
+func (c *checker) checks(cfg *dsl.Config) []*group {
+	// A rule or policy verify cannot check is a failure of its own, and the rest goes on.
+	stopped := func(p *dsl.Policy, rule, alg string) func(error) Result {
+		return func(err error) Result {
+			return Result{Policy: p.Name, Rule: rule, Algorithm: alg, Property: "*", Status: Fail,
+				Detail: "verify could not check it: " + errorText(c.script, err)}
+		}
+	}
+	var groups []*group
 	for _, p := range cfg.Policies {
 		var stack []stackRule
 		for _, ru := range p.Rules {
 			sets, err := paramSets(cfg, p, ru)
 			if len(sets) == 0 {
-				f.Results = append(f.Results, Result{Policy: p.Name, Rule: ru.Name, Algorithm: ru.Algorithm.Name, Property: "*", Status: Skip,
-					Detail: fmt.Sprintf("no parameter values to check: %v. Add a scenario whose traffic this rule applies to.", err)})
+				groups = append(groups, &group{fixed: []Result{{Policy: p.Name, Rule: ru.Name, Algorithm: ru.Algorithm.Name, Property: "*", Status: Skip,
+					Detail: fmt.Sprintf("no parameter values to check: %v. Add a scenario whose traffic this rule applies to.", err)}}})
 				continue
 			}
 			for i, w := range sets {
-				sub := c.subject(p, ru, w, i)
 				if i == 0 {
-					stack = append(stack, stackRule{sub: sub, shadow: ru.Shadow, name: ru.Name, compiled: c.plan.Compiled(ru)})
+					// The policy's checks get a subject of their own: a rule's checks
+					// keep what they learn (what an empty key reports) in theirs.
+					stack = append(stack, stackRule{sub: c.subject(p, ru, w, i), shadow: ru.Shadow, name: ru.Name, compiled: c.plan.Compiled(ru)})
 				}
-				res, err := c.rule(p, ru, sub)
-				if err != nil {
-					res = append(res, stopped(p, ru.Name, ru.Algorithm.Name, err))
-				}
+				gr := c.ruleGroup(p, ru, w, i)
+				gr.stopped = stopped(p, ru.Name, ru.Algorithm.Name)
 				limit := ru.Algorithm.Describe(w)
-				for k := range res {
-					res[k].Limit = limit
-					if ru.AcceptBound && res[k].Status == Warn {
-						// The rule accepts its algorithm's declared bound: within it is
-						// expected, not a warning (beyond it is a failure either way).
-						res[k].Status, res[k].Detail = Note, "accepted: "+res[k].Detail
+				gr.finish = func(res []Result) {
+					for k := range res {
+						res[k].Limit = limit
+						if ru.AcceptBound && res[k].Status == Warn {
+							// The rule accepts its algorithm's declared bound: within it is
+							// expected, not a warning (beyond it is a failure either way).
+							res[k].Status, res[k].Detail = Note, "accepted: "+res[k].Detail
+						}
 					}
 				}
-				f.Results = append(f.Results, res...)
+				groups = append(groups, gr)
 			}
 		}
 		if len(stack) > 0 {
-			res, err := c.policy(p, stack)
-			if err != nil {
-				res = append(res, stopped(p, "", "", err))
-			}
-			f.Results = append(f.Results, res...)
+			gr := c.policyGroup(p, stack)
+			gr.stopped = stopped(p, "", "")
+			groups = append(groups, gr)
 		}
 	}
-	f.Calls = c.calls
-	return f, nil
+	return groups
 }
 
-// checker holds what Check shares across rules.
+// ruleGroup returns the checks of rule ru of policy p with wire parameters w, the i-th
+// set checked: its traces (errors to determinism), its client clocks, and its race of
+// commands, which tells an error no single request raises from one they do by the
+// traces' errors. Each check has a subject of its own.
+func (c *checker) ruleGroup(p *dsl.Policy, ru *dsl.Rule, w []int64, i int) *group {
+	gr := &group{}
+	params := describeParams(ru.Algorithm, w)
+	traces := &task{done: make(chan struct{})}
+	erred := false
+	traces.do = func(c *checker) ([]Result, error) {
+		res, e, err := c.rule(p, ru, c.subject(p, ru, w, i), params)
+		erred = e
+		return res, err
+	}
+	gr.tasks = append(gr.tasks, traces)
+	if p.Clock == dsl.ClockClient {
+		sub := c.subject(p, ru, w, i)
+		gr.tasks = append(gr.tasks, &task{do: func(c *checker) ([]Result, error) {
+			r, err := c.clientClocks(p, ru, sub, params)
+			return []Result{r}, err
+		}})
+	}
+	sub := c.subject(p, ru, w, i)
+	// The race waits for the traces only when an interleaving raised an error. The
+	// traces are listed first, so a worker has taken them: the wait ends.
+	gr.tasks = append(gr.tasks, &task{do: func(c *checker) ([]Result, error) {
+		r, err := c.commandRace(p, ru, sub, params, func() bool { <-traces.done; return erred })
+		return []Result{r}, err
+	}})
+	return gr
+}
+
+// policyGroup returns the whole-policy checks of p on its rules' stack: atomicity, race,
+// and for a policy of several rules without a shard, race (cluster).
+func (c *checker) policyGroup(p *dsl.Policy, stack []stackRule) *group {
+	gr := &group{tasks: []*task{
+		{do: func(c *checker) ([]Result, error) {
+			r, err := c.stackAtomicity(p, stack)
+			return []Result{r}, err
+		}},
+		{do: func(c *checker) ([]Result, error) {
+			r, err := c.stackRace(p, stack, false)
+			return []Result{r}, err
+		}},
+	}}
+	if p.Shard == nil && len(stack) > 1 {
+		gr.tasks = append(gr.tasks, &task{do: func(c *checker) ([]Result, error) {
+			r, err := c.stackRace(p, stack, true)
+			return []Result{r}, err
+		}})
+	}
+	return gr
+}
+
+// checker holds what the checks of one Check share (read only: o, plan, script, cfg) and
+// what one worker's check has of its own (calls, g, harness).
 type checker struct {
 	o       options
 	calls   int  // script calls made, for Findings.Calls
 	g       *rig // the host traces run on, reused
 	plan    *engine.Plan
 	script  *algorithms.Script
-	harness *harness
+	harness *harness // the race harness's host, reused
 	cfg     *dsl.Config
+	// tick, when set, is called after every script call (see progress).
+	tick func()
+	// keysOnly: what a host carries from one script to the next is its keys alone,
+	// because the script cannot read math.random's state (its source never names it).
+	keysOnly bool
 }
 
 // rig returns the checker's host, emptied.
@@ -234,6 +306,7 @@ func (c *checker) rig() (*rig, error) {
 		if err != nil {
 			return nil, err
 		}
+		g.tick = c.tick
 		c.g = g
 	}
 	return c.g, c.g.reset()
@@ -260,6 +333,8 @@ func newChecker(cfg *dsl.Config, o options) (*checker, error) {
 		return nil, err
 	}
 	c := &checker{o: o, plan: plan, script: locatedScript(plan.Script(), cfg), cfg: cfg}
+	c.keysOnly = !strings.Contains(c.script.Source, "random")
+	// The race harness is built on the engine script's layout: fail now, not in every rule.
 	if c.harness, err = newHarness(c.script); err != nil {
 		return nil, err
 	}
@@ -331,11 +406,11 @@ type ruleFinding struct {
 	ce         *Counterexample
 }
 
-// rule checks the single-rule properties of sub. A request that makes the script fail
-// ends its trace: the errors property reports it, and the other properties are checked on
-// the requests before it.
-func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, error) {
-	params := describeParams(sub.alg, sub.params)
+// rule checks the single-rule properties of sub (params: its parameters in words) on
+// generated traces, up to determinism, and reports whether a trace ended in a script
+// error. A request that makes the script fail ends its trace: the errors property reports
+// it, and the other properties are checked on the requests before it.
+func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string) (_ []Result, erred bool, _ error) {
 	rng := c.rng(p.Name, ru.Name, params)
 	props := []*ruleFinding{
 		{prop: PropLimit, stmt: sub.spec.statement()},
@@ -361,7 +436,7 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 	for calls < c.o.budget {
 		g, err := c.rig()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		steps, res, err := genRule(rng, sub, g, c.span(sub), c.steps(c.o.budget-calls), nil)
 		calls += g.calls
@@ -374,11 +449,11 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 			// failed call may have written part of its state.
 			steps = steps[:ce.step]
 			if res, g, err = sub.run(g, steps); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			c.calls += g.calls + g.probeCalls
 		} else if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if first == nil {
 			first = steps
@@ -399,7 +474,7 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 		}
 		var err error
 		if pf.v, pf.ce, err = c.shrink(sub, pf.steps, pf.v, checks[k]); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	out := []Result{c.ruleErrors(p, ru, sub, params, &fe, traces, calls)}
@@ -422,24 +497,13 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject) ([]Result, err
 		}
 		out = append(out, r)
 	}
-	out = append(out, c.determinism(p, ru, sub, params, first))
-	if p.Clock == dsl.ClockClient {
-		r, err := c.clientClocks(p, ru, sub, params)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	race, err := c.commandRace(p, ru, sub, params, fe.traces > 0)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, race), nil
+	return append(out, c.determinism(p, ru, sub, params, first)), fe.traces > 0, nil
 }
 
 // shrink shrinks steps, whose trace breaks a property as v says, against "breaks it at
 // least as badly" by check, and returns the breach of the shrunk trace with its
-// counterexample.
+// counterexample. When the shrunk trace does not break it again, the counterexample is
+// the whole trace; when that does not either, v comes back saying so, without one.
 func (c *checker) shrink(sub *subject, steps []step, v *violation, check func(*rig, []step, []result) *violation) (*violation, *Counterexample, error) {
 	small := shrinkSteps(steps, func(try []step) bool {
 		res, g, err := sub.run(c.g, try)
@@ -450,13 +514,30 @@ func (c *checker) shrink(sub *subject, steps []step, v *violation, check func(*r
 		w := check(g, try, res)
 		return w != nil && !worse(v, w)
 	})
-	res, g, err := sub.run(c.g, small)
-	if err != nil {
-		return nil, nil, err
+	rerun := func(steps []step) (*violation, []result, error) {
+		res, g, err := sub.run(c.g, steps)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.calls += g.calls + g.probeCalls
+		return check(g, steps, res), res, nil
 	}
-	c.calls += g.calls + g.probeCalls
-	v = check(g, small, res)
-	return v, sub.counterexample(small, res, v.mark, len(steps)), nil
+	w, res, err := rerun(small)
+	if err == nil && w == nil { // the shrunk trace does not repeat it: show the original
+		small = steps
+		w, res, err = rerun(small)
+	}
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case w == nil:
+		// Not even the original repeats: a script that answers differently to the same
+		// trace (math.random) is reported as found, without a trace to replay.
+		nd := *v
+		nd.msg += " (it does not repeat when the trace runs again: the algorithm is not deterministic)"
+		return &nd, nil, nil
+	}
+	return w, sub.counterexample(small, res, w.mark, len(steps)), nil
 }
 
 // errorFinding collects the traces of a rule that ended in a script error.
@@ -534,10 +615,16 @@ func worse(v, w *violation) bool {
 func (c *checker) determinism(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string, steps []step) Result {
 	r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: PropDeterminism, Statement: stmtDet, Calls: 2 * len(steps)}
 	run := func() ([]result, error) {
-		g, err := newRig(c.script)
+		// A host emptied of its keys is a fresh host unless the script can read
+		// math.random's state, which hosts carry from one script to the next.
+		g, err := c.rig()
+		if !c.keysOnly {
+			g, err = newRig(c.script)
+		}
 		if err != nil {
 			return nil, err
 		}
+		g.tick = c.tick
 		res, _, err := sub.run(g, steps)
 		c.calls += g.calls + g.probeCalls
 		return res, err

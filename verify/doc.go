@@ -98,6 +98,14 @@
 // requests merged into one of their summed cost) until none can go. The same
 // configuration, seed and budget give the same findings.
 //
+// The checks are independent: a rule's traces, its client clocks and its race of
+// commands, and a policy's atomicity, race and race (cluster), each with a random stream
+// of its own and hosts emptied before every trace. Check runs them on [WithWorkers]
+// workers (GOMAXPROCS by default) and reports them in one fixed order, so the findings
+// are the same bytes for any number of workers. Hosts carry math.random's state from one
+// script to the next; when the script names math.random, every check starts on fresh
+// hosts, so a plugin that draws from it finds the same whatever ran before.
+//
 // # JSON
 //
 // [Findings.JSON] writes one object whose "schema" is [Schema], 1; a later schema adds

@@ -134,6 +134,8 @@ type harness struct {
 	// The harness's lines after `from` are the engine script's, `shift` lines later, up
 	// to `to` (the harness's own main after it).
 	from, shift, to int
+	// tick, when set, is called after every script call.
+	tick func()
 }
 
 // harnessLine is a line of the harness in an error text.
@@ -226,6 +228,9 @@ func (hs *harness) run(sub *subject, at int64, rounds []raceRound) (*raceRun, er
 			argv = append(argv, strconv.Itoa(s))
 		}
 		v, err := h.EvalSHA(context.Background(), hs.sha, []string{sub.key}, argv)
+		if hs.tick != nil {
+			hs.tick()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -285,13 +290,22 @@ func raceExcess(sub *subject, rounds []raceRound, run *raceRun) (over, total int
 // instant: an adversarial schedule first (every client's reads before any write, after
 // filling the key to one below its limit), then seeded random ones. An interleaving in
 // which a client's call raises an error is reported when none breaks the limit: as a
-// note when no single request raised an error (erred: the rule's errors property failed),
+// note when no single request raised an error (erred, asked only then: the rule's errors
+// property failed),
 // else as skipped.
-func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string, erred bool) (Result, error) {
+func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string, erred func() bool) (Result, error) {
 	r := Result{Policy: p.Name, Rule: ru.Name, Algorithm: sub.alg.Name, Params: params, Property: PropRaceCommand, Statement: stmtRaceR}
 	if sub.spec.shape == algorithms.ShapeNone {
 		r.Status, r.Detail = Skip, sub.spec.noLimit()
 		return r, nil
+	}
+	if c.harness == nil {
+		hs, err := newHarness(c.script)
+		if err != nil {
+			return r, err
+		}
+		hs.tick = c.tick
+		c.harness = hs
 	}
 	limit := sub.spec.limit
 	rng := c.rng(p.Name, ru.Name, params, "race")
@@ -349,7 +363,7 @@ func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params 
 	}
 	r.Calls = calls
 	switch {
-	case failing != nil && !erred:
+	case failing != nil && !erred():
 		return c.interleavingError(r, sub, at, failing, errored, len(candidates))
 	case breach != nil:
 		small := shrinkRounds(breach, func(try []raceRound) bool {

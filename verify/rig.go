@@ -22,6 +22,8 @@ type rig struct {
 	// probeCalls are the calls probes made (see probes), apart from calls: a budget counts
 	// requests, and probes only look.
 	probeCalls int
+	// tick, when set, is called after every script call.
+	tick func()
 }
 
 // scriptSteps is the most Lua instructions one script call may run in verify and
@@ -80,6 +82,9 @@ func (g *rig) do(t, skew int64, c *algorithms.Call) (algorithms.Reply, error) {
 	}
 	g.calls++
 	v, err := g.h.EvalSHA(context.Background(), g.script.SHA1, c.Keys(), argv)
+	if g.tick != nil {
+		g.tick()
+	}
 	if err != nil {
 		return algorithms.Reply{}, err
 	}

@@ -33,6 +33,9 @@ type options struct {
 	duration time.Duration
 	clients  int
 	observe  func(at time.Time, source string, attrs map[string]string, d *engine.Decision)
+	// workers and checkProgress are Check's: see WithWorkers and WithCheckProgress.
+	workers       int
+	checkProgress func(CheckProgress)
 }
 
 // WithSeed replaces the scenario's seed (Simulate) or the default seed 1 (Check).

@@ -156,10 +156,8 @@ func genStack(rng *rand.Rand, rules []stackRule, span int64, n int) []stackReq {
 	return reqs
 }
 
-// policy checks the whole-policy properties.
-func (c *checker) policy(p *dsl.Policy, rules []stackRule) ([]Result, error) {
-	var out []Result
-	// Atomicity of the stack.
+// stackAtomicity checks the atomicity of policy p's stack of rules.
+func (c *checker) stackAtomicity(p *dsl.Policy, rules []stackRule) (Result, error) {
 	rng := c.rng(p.Name, "stack")
 	r := Result{Policy: p.Name, Property: PropAtomicity, Statement: stmtAtomN}
 	span := 8 * max(rules[0].sub.spec.window, 1)
@@ -175,7 +173,7 @@ func (c *checker) policy(p *dsl.Policy, rules []stackRule) ([]Result, error) {
 			c.stackError(&r, rules, reqs[:ce.step+1], ce)
 			break
 		} else if err != nil {
-			return nil, err
+			return r, err
 		}
 		v := checkStack(rules, reqs, res)
 		if v == nil {
@@ -188,7 +186,7 @@ func (c *checker) policy(p *dsl.Policy, rules []stackRule) ([]Result, error) {
 		}, &runs)
 		res, _, err = c.runStack(rules, small)
 		if err != nil {
-			return nil, err
+			return r, err
 		}
 		v = checkStack(rules, small, res)
 		r.Status, r.Detail = v.status, v.msg
@@ -197,21 +195,7 @@ func (c *checker) policy(p *dsl.Policy, rules []stackRule) ([]Result, error) {
 	if r.Status == Pass {
 		r.Detail = fmt.Sprintf("held on %d requests to %d %s at once", r.Calls, len(rules), plural(int64(len(rules)), "rule", "rules"))
 	}
-	out = append(out, r)
-
-	race, err := c.stackRace(p, rules, false)
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, race)
-	if p.Shard == nil && len(rules) > 1 {
-		race, err := c.stackRace(p, rules, true)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, race)
-	}
-	return out, nil
+	return r, nil
 }
 
 // stackError makes r a failure for the script error ce that the last of reqs raised,

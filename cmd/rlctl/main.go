@@ -3,8 +3,8 @@
 //	rlctl validate FILE|DIR...
 //	rlctl fmt [-check] [-diff] FILE|DIR...
 //	rlctl compile [-json] FILE|DIR...
-//	rlctl simulate [-scenario NAME] [-seed N] [-trace FILE] [-json] [-check] [-plot OUT.svg] FILE|DIR...
-//	rlctl verify [-duration D] [-seed N] [-budget N] [-clients N] [-strict] [-json] [-v] FILE|DIR...
+//	rlctl simulate [-scenario NAME] [-seed N] [-trace FILE] [-j N] [-json] [-check] [-plot OUT.svg] FILE|DIR...
+//	rlctl verify [-duration D] [-seed N] [-budget N] [-clients N] [-j N] [-strict] [-json] [-v] FILE|DIR...
 //	rlctl bench -redis ADDR [-n N] [-c C] [-duration D] [-keys K] [-policy NAME] [-deadline D] [-attr NAME=VALUE]... FILE|DIR...
 //	rlctl version
 //	rlctl help [COMMAND|TOPIC]
@@ -24,6 +24,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"time"
 )
 
 // command is one rlctl subcommand.
@@ -39,6 +40,8 @@ type command struct {
 type env struct {
 	stdout, stderr io.Writer
 	color          bool // stderr is a terminal
+	// now is the clock progress lines read (time.Now when nil).
+	now func() time.Time
 }
 
 // errUsage makes main exit 2 after printing the command's usage.

@@ -8,17 +8,20 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/internal/progress"
 	"github.com/rlctl/rlctl/verify"
 )
 
 var cmdSimulate = &command{
 	name:  "simulate",
-	args:  "[-scenario NAME] [-seed N] [-trace FILE] [-json] [-check] [-plot OUT.svg] FILE|DIR...",
+	args:  "[-scenario NAME] [-seed N] [-trace FILE] [-j N] [-json] [-check] [-plot OUT.svg] FILE|DIR...",
 	short: "run a policy's scenarios on a virtual clock and report",
 	long: `Simulate runs scenarios through the engine's real Lua script, in process, on a virtual
 clock: no Redis, no waiting. Each scenario's traffic is generated from its seed, so the
@@ -49,6 +52,10 @@ Flags:
   -trace FILE     replay recorded traffic (JSON Lines or CSV, see below) instead of the
                   scenario's; with -scenario, that scenario's policy and expectations
                   apply, otherwise every policy in the files does
+  -j N            scenarios simulated at once (default: the cores Go may use,
+                  GOMAXPROCS); a scenario's requests meet one Redis, one breaker and one
+                  deny cache in order, so each scenario runs on one core; the reports
+                  are the same for every N
   -json           print each report as one line of JSON instead of text
   -check          exit 1 when an expectation fails
   -plot OUT.svg   draw allowed, denied and the limit over time as an SVG image (with
@@ -59,6 +66,9 @@ A trace has one request per line: JSON Lines such as
   {"t": "1.5s", "attrs": {"ip": "198.51.100.4", "path": "/login"}}
 (t: an RFC 3339 timestamp or an offset; source: the traffic it counts as), or CSV with a
 header row, a t, time, timestamp or ts column, and one column per attribute.
+
+On a terminal, a run that takes more than two seconds shows how far it has got on one
+line of stderr (virtual time simulated of the scenarios' total), erased when it ends.
 
 Exit status: 0 done, 1 invalid policies, a failed run, or (with -check) a failed
 expectation, 2 usage error.
@@ -74,10 +84,15 @@ func runSimulate(e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "")
 	check := fs.Bool("check", false, "")
 	plot := fs.String("plot", "", "")
+	jobs := fs.Int("j", runtime.GOMAXPROCS(0), "")
 	if err := parse(e, fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
+		return errUsage
+	}
+	if *jobs < 1 {
+		fmt.Fprintf(e.stderr, "rlctl: error: -j %d: want at least 1 scenario at once\n", *jobs)
 		return errUsage
 	}
 	var opts []verify.Option
@@ -103,24 +118,17 @@ func runSimulate(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	var reports []*verify.Report
-	for _, s := range scenarios {
-		o := opts
-		if e.color && !*asJSON {
-			o = append(slices.Clone(opts), verify.WithProgress(progress(e, s)))
-		}
-		r, err := verify.Simulate(cfg, s, o...)
-		if e.color && !*asJSON {
-			fmt.Fprint(e.stderr, "\r\033[K")
-		}
-		if err != nil {
-			name := "the trace"
-			if s != nil {
-				name = fmt.Sprintf("scenario %q", s.Name)
-			}
-			return fmt.Errorf("simulating %s: %w", name, err)
-		}
-		reports = append(reports, r)
+	var sp *simProgress
+	if e.color {
+		line := progress.New(e.stderr, e.now)
+		stop := line.Run()
+		defer stop()
+		sp = newSimProgress(line, scenarios)
+	}
+	lightGC()
+	reports, err := simulateAll(cfg, scenarios, opts, *jobs, sp)
+	if err != nil {
+		return err
 	}
 	out := bufio.NewWriter(e.stdout)
 	enc := json.NewEncoder(out)
@@ -229,17 +237,93 @@ func writeOutput(path string, write func(w io.Writer) error) error {
 	return err
 }
 
-// progress returns a progress callback that redraws one line on stderr (a terminal).
-func progress(e *env, s *dsl.Scenario) func(done, total time.Duration) {
-	name := "trace"
-	if s != nil {
-		name = s.Name
+// simulateAll runs the scenarios on up to jobs workers and returns their reports in
+// order, or the error of the first scenario, in order, that failed. Each scenario is one
+// Simulate: its own engine, host and clock, so running several at once changes none.
+func simulateAll(cfg *dsl.Config, scenarios []*dsl.Scenario, opts []verify.Option, jobs int, sp *simProgress) ([]*verify.Report, error) {
+	reports := make([]*verify.Report, len(scenarios))
+	errs := make([]error, len(scenarios))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(jobs, len(scenarios)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				o := opts
+				if sp != nil {
+					o = append(slices.Clone(opts), verify.WithProgress(func(done, total time.Duration) { sp.set(i, done, total) }))
+				}
+				reports[i], errs[i] = verify.Simulate(cfg, scenarios[i], o...)
+			}
+		}()
 	}
-	return func(done, total time.Duration) {
-		p := 100.0
-		if total > 0 {
-			p = 100 * float64(done) / float64(total)
+	for i := range scenarios {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			name := "the trace"
+			if s := scenarios[i]; s != nil {
+				name = fmt.Sprintf("scenario %q", s.Name)
+			}
+			return nil, fmt.Errorf("simulating %s: %w", name, err)
 		}
-		fmt.Fprintf(e.stderr, "\r\033[Krlctl: simulating %s: %3.0f%% of %s", name, p, total)
 	}
+	return reports, nil
+}
+
+// simProgress is simulate's progress line: how much virtual time the scenarios have
+// simulated of their total.
+type simProgress struct {
+	line  *progress.Line
+	names []string
+	mu    sync.Mutex
+	done  []time.Duration
+	total []time.Duration
+}
+
+func newSimProgress(line *progress.Line, scenarios []*dsl.Scenario) *simProgress {
+	sp := &simProgress{line: line, done: make([]time.Duration, len(scenarios)), total: make([]time.Duration, len(scenarios))}
+	for _, s := range scenarios {
+		name := "trace"
+		if s != nil {
+			name = s.Name
+		}
+		sp.names = append(sp.names, name)
+	}
+	return sp
+}
+
+// set records that scenario i has simulated done of total, and updates the line.
+func (sp *simProgress) set(i int, done, total time.Duration) {
+	sp.mu.Lock()
+	sp.done[i], sp.total[i] = done, total
+	status := simStatus(sp.names, sp.done, sp.total)
+	sp.mu.Unlock()
+	sp.line.Set(status)
+}
+
+// simStatus is the progress line of scenarios that have simulated done of total (a total
+// of 0: not started): "rlctl: simulating login_stuffing:  42% of 5m0s", or for several
+// "rlctl: simulating 3 scenarios: 1 done,  42% of 15m0s".
+func simStatus(names []string, done, total []time.Duration) string {
+	var d, t time.Duration
+	finished := 0
+	for i := range names {
+		d, t = d+done[i], t+total[i]
+		if total[i] > 0 && done[i] >= total[i] {
+			finished++
+		}
+	}
+	p := 100.0
+	if t > 0 {
+		p = 100 * float64(d) / float64(t)
+	}
+	if len(names) == 1 {
+		return fmt.Sprintf("rlctl: simulating %s: %3.0f%% of %s", names[0], p, t)
+	}
+	return fmt.Sprintf("rlctl: simulating %d scenarios: %d done, %3.0f%% of %s", len(names), finished, p, t)
 }
