@@ -88,10 +88,11 @@ func allowAll(b *testing.B, e *Engine, n, clients int, attrs func(i int) Attrs) 
 // 1,000 keys) and used_memory's growth per key, and the ratio heap-B/key ÷ used_memory/key.
 //
 // Run: RLCTL_REQUIRE_REDIS=1 go test -run '^$' -bench LocalMemory -benchtime 1x ./engine
+// (-short: luahost only).
 func BenchmarkLocalMemory(b *testing.B) {
 	const n = 100_000
 	var rdb *redis.Client
-	if redistest.Available() {
+	if redistest.Available() && !testing.Short() {
 		rdb = redistest.Start(b).Client(b)
 		rdb.Options().PoolSize = 16
 	}
@@ -179,6 +180,7 @@ func redisUsedMemory(b *testing.B, rdb *redis.Client) int64 {
 // the same IPs through the same engine, and the ratio.
 //
 // Run: RLCTL_REQUIRE_REDIS=1 go test -run '^$' -bench LocalBotnet -benchtime 1x ./engine
+// (-short: luahost only).
 func BenchmarkLocalBotnet(b *testing.B) {
 	const n = 200_000
 	plan := compile(b, botnetPolicy)
@@ -203,7 +205,7 @@ func BenchmarkLocalBotnet(b *testing.B) {
 			runtime.KeepAlive(e)
 		}
 	})
-	if !redistest.Available() {
+	if !redistest.Available() || testing.Short() {
 		return
 	}
 	b.Run("redis", func(b *testing.B) {
