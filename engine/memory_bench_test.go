@@ -217,3 +217,45 @@ func BenchmarkLocalBotnet(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkLocalBotnetCapped is BenchmarkLocalBotnet's run on hosts capped at 64 MB and at
+// 16 MB (allkeys-lru): it reports decisions/s, the highest live heap after GC sampled
+// every 10,000 decisions (less the heap before the run, in MB, next to the cap), the
+// bytes the host counts at the end, the keys evicted (as Hooks.Evicted heard of them)
+// and the keys left.
+//
+// Run: go test -run '^$' -bench LocalBotnetCapped -benchtime 1x ./engine
+func BenchmarkLocalBotnetCapped(b *testing.B) {
+	const n = 200_000
+	plan := compile(b, botnetPolicy)
+	for _, limit := range []int64{64 << 20, 16 << 20} {
+		b.Run(fmt.Sprintf("cap=%dMiB", limit>>20), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				clock := luahost.NewManualClock(time.Unix(1_900_000_000, 0))
+				h := luahost.New(luahost.WithClock(clock), luahost.WithMaxMemory(limit, luahost.AllKeysLRU))
+				var evicted uint64
+				e := New(NewLocal(h), plan, WithClock(clock.Now), WithHooks(Hooks{Evicted: func(k uint64) { evicted += k }}))
+				allowAll(b, e, 1, 1, func(int) Attrs { return Attrs{"ip": "warm"} })
+				before := liveHeap()
+				var peak uint64
+				var busy time.Duration
+				for lo := 0; lo < n; lo += 10_000 {
+					start := time.Now()
+					allowAll(b, e, 10_000, 1, func(i int) Attrs {
+						i += lo
+						return Attrs{"ip": "10." + strconv.Itoa(i>>16&255) + "." + strconv.Itoa(i>>8&255) + "." + strconv.Itoa(i&255)}
+					})
+					busy += time.Since(start)
+					peak = max(peak, liveHeap())
+				}
+				b.ReportMetric(float64(n)/busy.Seconds(), "decisions/s")
+				b.ReportMetric(float64(int64(peak)-int64(before))/(1<<20), "peak-heap-MiB")
+				b.ReportMetric(float64(h.MemoryUsage())/(1<<20), "counted-MiB")
+				b.ReportMetric(float64(evicted), "evicted")
+				b.ReportMetric(float64(h.Len()), "keys")
+				runtime.KeepAlive(e)
+			}
+		})
+	}
+}
