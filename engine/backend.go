@@ -308,13 +308,32 @@ func isNoScript(err error) bool {
 // script timeout stops a runaway script).
 type Local struct {
 	h *luahost.Host
+	// seen is the host's eviction count last reported to a hook (evicted).
+	seen atomic.Uint64
 }
 
 // inProcess marks backends that the decision deadline does not apply to.
 func (*Local) inProcess() {}
 
-// NewLocal returns a Backend on h.
+// NewLocal returns a Backend on h. Give h a memory cap (luahost.WithMaxMemory) when the
+// clients it limits are not bounded: see WithLocalMaxMemory for what evicting a
+// limiter's key means.
 func NewLocal(h *luahost.Host) *Local { return &Local{h: h} }
+
+// evicted returns how many keys the host evicted since the last call that reported some,
+// reporting each eviction to exactly one caller.
+func (l *Local) evicted() uint64 {
+	n := l.h.Evicted()
+	for {
+		prev := l.seen.Load()
+		if n <= prev {
+			return 0
+		}
+		if l.seen.CompareAndSwap(prev, n) {
+			return n - prev
+		}
+	}
+}
 
 // Eval implements Backend.
 func (l *Local) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {

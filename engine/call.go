@@ -239,6 +239,11 @@ func (e *Engine) exec(ctx context.Context, b Backend, c *algorithms.Call) (algor
 		return algorithms.Reply{}, fmt.Errorf("%w: %v", ErrRequest, err)
 	}
 	v, err := b.Eval(ctx, e.plan.script, c.Keys(), argv)
+	if l, ok := b.(*Local); ok && e.hooks.Evicted != nil {
+		if n := l.evicted(); n > 0 {
+			e.hooks.Evicted(n)
+		}
+	}
 	if err != nil {
 		return algorithms.Reply{}, err
 	}
@@ -360,7 +365,8 @@ func (e *Engine) Release(ctx context.Context, d *Decision) error {
 func (e *Engine) localBackend() Backend {
 	e.loadLocal.Do(func() {
 		if e.local == nil {
-			e.local = NewLocal(luahost.New(luahost.WithClock(clockFunc(e.clock))))
+			opts := append([]luahost.Option{luahost.WithClock(clockFunc(e.clock))}, e.localOpts...)
+			e.local = NewLocal(luahost.New(opts...))
 		}
 	})
 	return e.local

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/luahost"
 )
 
 // Engine decides requests against a Plan. It is safe for concurrent use.
@@ -23,7 +24,9 @@ type Engine struct {
 	plan    *Plan
 	backend Backend
 	local   Backend // the on_error = "local" fallback
-	cluster bool
+	// localOpts configure the fallback's host when the engine creates it (local.go).
+	localOpts []luahost.Option
+	cluster   bool
 	// clusterClient is the backend's client on a Redis Cluster; nodes holds a breaker per
 	// primary's address.
 	clusterClient *redis.ClusterClient
@@ -61,6 +64,11 @@ type Hooks struct {
 	// script's run time on the server from above, so an alert on it fires before the
 	// server's SLOWLOG does (one slow script stalls every client of that Redis).
 	Called func(CallStats)
+	// Evicted is called after a call to an in-process backend (a Local, or the on_error =
+	// "local" fallback) during which its host evicted keys to stay under its memory cap
+	// (luahost.WithMaxMemory, WithLocalMaxMemory), with how many: each is a client whose
+	// state the limiter forgot. Every eviction is reported once.
+	Evicted func(keys uint64)
 }
 
 // CallStats describes one backend call.

@@ -13,7 +13,7 @@ func cmdHget(c *cmdCtx, args []string) any {
 	if e == nil {
 		return nil
 	}
-	if v, ok := e.hash.get(args[2]); ok {
+	if v, ok := e.hashGet(args[2]); ok {
 		return v
 	}
 	return nil
@@ -27,7 +27,7 @@ func cmdHmget(c *cmdCtx, args []string) any {
 	out := make([]any, len(args)-2)
 	if e != nil {
 		for i, f := range args[2:] {
-			if v, ok := e.hash.get(f); ok {
+			if v, ok := e.hashGet(f); ok {
 				out[i] = v
 			}
 		}
@@ -43,7 +43,7 @@ func hashForWrite(c *cmdCtx, key string) (*entry, *ErrorReply) {
 		return nil, err
 	}
 	if e == nil {
-		e = &entry{kind: kindHash, hash: &hash{}}
+		e = newEntry(kindHash)
 		c.ks.add(key, e, c.now)
 	}
 	return e, nil
@@ -59,12 +59,7 @@ func cmdHset(c *cmdCtx, args []string) any {
 	if err != nil {
 		return err
 	}
-	var created int64
-	for i := 2; i < len(args); i += 2 {
-		if e.hash.set(args[i], args[i+1]) {
-			created++
-		}
-	}
+	created := int64(e.hashSetPairs(args[2:]))
 	if equalFoldASCII(args[0], "hmset") {
 		return statusReply("OK")
 	}
@@ -81,9 +76,9 @@ func cmdHdel(c *cmdCtx, args []string) any {
 	}
 	var n int64
 	for _, f := range args[2:] {
-		if e.hash.del(f) {
+		if e.hashDel(f) {
 			n++
-			if e.hash.len() == 0 {
+			if e.hashLen() == 0 {
 				c.ks.del(args[1])
 				break
 			}
@@ -100,10 +95,8 @@ func cmdHgetall(c *cmdCtx, args []string) any {
 	if e == nil {
 		return []any{}
 	}
-	out := make([]any, 0, 2*e.hash.len())
-	for i, f := range e.hash.fields {
-		out = append(out, f, e.hash.values[i])
-	}
+	out := make([]any, 0, 2*e.hashLen())
+	e.hashEach(func(f, v string) { out = append(out, f, v) })
 	return out
 }
 
@@ -117,7 +110,7 @@ func cmdHincrby(c *cmdCtx, args []string) any {
 		return err
 	}
 	var v int64
-	if s, found := e.hash.get(args[2]); found {
+	if s, found := e.hashGet(args[2]); found {
 		if v, ok = parseInt(s); !ok {
 			return errorf("ERR hash value is not an integer")
 		}
@@ -126,7 +119,7 @@ func cmdHincrby(c *cmdCtx, args []string) any {
 		return errOverflow()
 	}
 	v += by
-	e.hash.set(args[2], strconv.FormatInt(v, 10))
+	e.hashSet(args[2], strconv.FormatInt(v, 10))
 	return v
 }
 
@@ -138,7 +131,7 @@ func cmdHlen(c *cmdCtx, args []string) any {
 	if e == nil {
 		return int64(0)
 	}
-	return int64(e.hash.len())
+	return int64(e.hashLen())
 }
 
 func cmdHexists(c *cmdCtx, args []string) any {
@@ -149,7 +142,7 @@ func cmdHexists(c *cmdCtx, args []string) any {
 	if e == nil {
 		return int64(0)
 	}
-	if _, ok := e.hash.get(args[2]); ok {
+	if _, ok := e.hashGet(args[2]); ok {
 		return int64(1)
 	}
 	return int64(0)
@@ -171,7 +164,7 @@ func cmdHincrbyfloat(c *cmdCtx, args []string) any {
 		return err
 	}
 	cur := new(big.Float)
-	if s, found := e.hash.get(args[2]); found {
+	if s, found := e.hashGet(args[2]); found {
 		if cur, ok = parseLongDouble(s); !ok {
 			return errorf("ERR hash value is not a float")
 		}
@@ -181,7 +174,7 @@ func cmdHincrbyfloat(c *cmdCtx, args []string) any {
 		return errorf("ERR increment would produce NaN or Infinity")
 	}
 	s := formatLongDoubleHuman(sum)
-	e.hash.set(args[2], s)
+	e.hashSet(args[2], s)
 	return s
 }
 
@@ -190,10 +183,10 @@ func cmdHsetnx(c *cmdCtx, args []string) any {
 	if err != nil {
 		return err
 	}
-	if _, found := e.hash.get(args[2]); found {
+	if _, found := e.hashGet(args[2]); found {
 		return int64(0)
 	}
-	e.hash.set(args[2], args[3])
+	e.hashSet(args[2], args[3])
 	return int64(1)
 }
 
@@ -209,14 +202,14 @@ func hashColumn(c *cmdCtx, key string, fields bool) any {
 	if e == nil {
 		return []any{}
 	}
-	col := e.hash.values
-	if fields {
-		col = e.hash.fields
-	}
-	out := make([]any, len(col))
-	for i, v := range col {
-		out[i] = v
-	}
+	out := make([]any, 0, e.hashLen())
+	e.hashEach(func(f, v string) {
+		if fields {
+			out = append(out, f)
+		} else {
+			out = append(out, v)
+		}
+	})
 	return out
 }
 
@@ -228,6 +221,6 @@ func cmdHstrlen(c *cmdCtx, args []string) any {
 	if e == nil {
 		return int64(0)
 	}
-	v, _ := e.hash.get(args[2])
+	v, _ := e.hashGet(args[2])
 	return int64(len(v))
 }

@@ -22,17 +22,18 @@ func pushGeneric(c *cmdCtx, args []string, front, xx bool) any {
 		if xx {
 			return int64(0)
 		}
-		e = &entry{kind: kindList, list: &list{}}
+		e = newEntry(kindList)
+		e.obj = &list{}
 		c.ks.add(args[1], e, c.now)
 	}
 	for _, v := range args[2:] {
 		if front {
-			e.list.pushFront(v)
+			e.asList().pushFront(v)
 		} else {
-			e.list.pushBack(v)
+			e.asList().pushBack(v)
 		}
 	}
-	return int64(e.list.len())
+	return int64(e.asList().len())
 }
 
 func cmdLpop(c *cmdCtx, args []string) any { return popGeneric(c, args, true) }
@@ -61,21 +62,21 @@ func popGeneric(c *cmdCtx, args []string, front bool) any {
 	}
 	pop := func() string {
 		if front {
-			return e.list.popFront()
+			return e.asList().popFront()
 		}
-		return e.list.popBack()
+		return e.asList().popBack()
 	}
 	var reply any
 	if count < 0 {
 		reply = pop()
 	} else {
-		out := make([]any, 0, min(count, int64(e.list.len())))
-		for ; count > 0 && e.list.len() > 0; count-- {
+		out := make([]any, 0, min(count, int64(e.asList().len())))
+		for ; count > 0 && e.asList().len() > 0; count-- {
 			out = append(out, pop())
 		}
 		reply = out
 	}
-	if e.list.len() == 0 {
+	if e.asList().len() == 0 {
 		c.ks.del(args[1])
 	}
 	return reply
@@ -89,7 +90,7 @@ func cmdLlen(c *cmdCtx, args []string) any {
 	if e == nil {
 		return int64(0)
 	}
-	return int64(e.list.len())
+	return int64(e.asList().len())
 }
 
 func cmdLrange(c *cmdCtx, args []string) any {
@@ -104,13 +105,13 @@ func cmdLrange(c *cmdCtx, args []string) any {
 	if e == nil {
 		return []any{}
 	}
-	s, en, ok := clampRanks(start, end, e.list.len())
+	s, en, ok := clampRanks(start, end, e.asList().len())
 	if !ok {
 		return []any{}
 	}
 	out := make([]any, 0, en-s+1)
 	for i := s; i <= en; i++ {
-		out = append(out, e.list.at(i))
+		out = append(out, e.asList().at(i))
 	}
 	return out
 }
@@ -127,12 +128,12 @@ func cmdLtrim(c *cmdCtx, args []string) any {
 	if e == nil {
 		return statusReply("OK")
 	}
-	s, en, ok := clampRanks(start, end, e.list.len())
+	s, en, ok := clampRanks(start, end, e.asList().len())
 	if !ok {
 		s, en = 1, 0
 	}
-	e.list.trim(s, en)
-	if e.list.len() == 0 {
+	e.asList().trim(s, en)
+	if e.asList().len() == 0 {
 		c.ks.del(args[1])
 	}
 	return statusReply("OK")
@@ -164,11 +165,11 @@ func cmdLindex(c *cmdCtx, args []string) any {
 	if !ok {
 		return errNotInt()
 	}
-	i, ok := listIndex(index, e.list.len())
+	i, ok := listIndex(index, e.asList().len())
 	if !ok {
 		return nil
 	}
-	return e.list.at(i)
+	return e.asList().at(i)
 }
 
 func cmdLset(c *cmdCtx, args []string) any {
@@ -183,11 +184,11 @@ func cmdLset(c *cmdCtx, args []string) any {
 	if !ok {
 		return errNotInt()
 	}
-	i, ok := listIndex(index, e.list.len())
+	i, ok := listIndex(index, e.asList().len())
 	if !ok {
 		return errorf("ERR index out of range")
 	}
-	e.list.set(i, args[3])
+	e.asList().set(i, args[3])
 	return statusReply("OK")
 }
 
@@ -205,7 +206,7 @@ func cmdLrem(c *cmdCtx, args []string) any {
 	if e == nil {
 		return int64(0)
 	}
-	l := e.list
+	l := e.asList()
 	var removed int64
 	limit := count
 	if count < 0 {
@@ -259,13 +260,13 @@ func cmdLinsert(c *cmdCtx, args []string) any {
 	if e == nil {
 		return int64(0)
 	}
-	for i := 0; i < e.list.len(); i++ {
-		if e.list.at(i) == args[3] {
+	for i := 0; i < e.asList().len(); i++ {
+		if e.asList().at(i) == args[3] {
 			if after {
 				i++
 			}
-			e.list.insert(i, args[4])
-			return int64(e.list.len())
+			e.asList().insert(i, args[4])
+			return int64(e.asList().len())
 		}
 	}
 	return int64(-1)

@@ -128,12 +128,14 @@ func setString(c *cmdCtx, key, value string, keepTTL bool, when int64) {
 	e := c.lookup(key)
 	switch {
 	case e == nil:
-		e = &entry{kind: kindString, str: value}
+		e = newEntry(kindString)
+		e.str = value
 		c.ks.add(key, e, c.now)
-	case keepTTL:
-		*e = entry{kind: kindString, str: value, expires: e.expires, expireAt: e.expireAt}
 	default:
-		*e = entry{kind: kindString, str: value}
+		e.kind, e.str, e.obj = kindString, value, nil
+		if !keepTTL {
+			e.setTTL(false, 0)
+		}
 	}
 	if when != 0 {
 		e.expires, e.expireAt = true, when
@@ -276,7 +278,7 @@ func cmdAppend(c *cmdCtx, args []string) any {
 		return err
 	}
 	if e == nil {
-		c.ks.add(args[1], &entry{kind: kindString, str: args[2]}, c.now)
+		c.ks.add(args[1], stringEntry(args[2]), c.now)
 		return int64(len(args[2]))
 	}
 	if len(e.str)+len(args[2]) > maxStringLen {
@@ -338,7 +340,7 @@ func incrDecr(c *cmdCtx, key string, by int64) any {
 	v += by
 	s := strconv.FormatInt(v, 10)
 	if e == nil {
-		c.ks.add(key, &entry{kind: kindString, str: s}, c.now)
+		c.ks.add(key, stringEntry(s), c.now)
 	} else {
 		e.str = s
 	}
@@ -374,7 +376,7 @@ func cmdIncrbyfloat(c *cmdCtx, args []string) any {
 	}
 	s := formatLongDoubleHuman(sum)
 	if e == nil {
-		c.ks.add(args[1], &entry{kind: kindString, str: s}, c.now)
+		c.ks.add(args[1], stringEntry(s), c.now)
 	} else {
 		e.str = s
 	}

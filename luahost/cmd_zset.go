@@ -70,11 +70,11 @@ options:
 	var added, updated, processed int64
 	var score float64
 	if e == nil && !xx {
-		e = &entry{kind: kindZset, zset: newZset()}
+		e = newZsetEntry(args[i+1])
 		c.ks.add(args[1], e, c.now)
 	}
 	if e != nil {
-		z := e.zset
+		z := e.zset()
 		for j, s := range scores {
 			member := args[i+2*j+1]
 			score = s
@@ -126,9 +126,9 @@ func cmdZrem(c *cmdCtx, args []string) any {
 	}
 	var n int64
 	for _, m := range args[2:] {
-		if e.zset.remove(m) {
+		if e.zset().remove(m) {
 			n++
-			if e.zset.card() == 0 {
+			if e.zset().card() == 0 {
 				c.ks.del(args[1])
 				break
 			}
@@ -145,7 +145,7 @@ func cmdZcard(c *cmdCtx, args []string) any {
 	if e == nil {
 		return int64(0)
 	}
-	return int64(e.zset.card())
+	return int64(e.zset().card())
 }
 
 // parseScoreRange parses ZCOUNT-style bounds: a number, optionally after "("
@@ -182,7 +182,7 @@ func cmdZcount(c *cmdCtx, args []string) any {
 	if e == nil {
 		return int64(0)
 	}
-	return int64(e.zset.count(&r))
+	return int64(e.zset().count(&r))
 }
 
 func cmdZscore(c *cmdCtx, args []string) any {
@@ -193,7 +193,7 @@ func cmdZscore(c *cmdCtx, args []string) any {
 	if e == nil {
 		return nil
 	}
-	if s, ok := e.zset.score(args[2]); ok {
+	if s, ok := e.zset().score(args[2]); ok {
 		return formatScore(s)
 	}
 	return nil
@@ -211,12 +211,12 @@ func zrankGeneric(c *cmdCtx, args []string, reverse bool) any {
 	if e == nil {
 		return nil
 	}
-	r, ok := e.zset.rank(args[2])
+	r, ok := e.zset().rank(args[2])
 	if !ok {
 		return nil
 	}
 	if reverse {
-		r = e.zset.card() - 1 - r
+		r = e.zset().card() - 1 - r
 	}
 	return int64(r)
 }
@@ -230,7 +230,7 @@ func cmdZmscore(c *cmdCtx, args []string) any {
 	out := make([]any, len(args)-2)
 	if e != nil {
 		for i, m := range args[2:] {
-			if s, ok := e.zset.score(m); ok {
+			if s, ok := e.zset().score(m); ok {
 				out[i] = formatScore(s)
 			}
 		}
@@ -331,9 +331,9 @@ func zrangeGeneric(c *cmdCtx, args []string, kindOfRange, dir int) any {
 		return []any{}
 	}
 	if kindOfRange == rangeRank {
-		return zrangeByRank(e.zset, start, end, withScores, reverse)
+		return zrangeByRank(e.zset(), start, end, withScores, reverse)
 	}
-	return zrangeByScore(e.zset, &r, offset, limit, withScores, reverse)
+	return zrangeByScore(e.zset(), &r, offset, limit, withScores, reverse)
 }
 
 // parseIndexes parses the start and stop of a range of ranks or list
@@ -372,66 +372,60 @@ func clampRanks(start, end int64, n int) (int, int, bool) {
 	return int(start), int(end), true
 }
 
-func zrangeByRank(z *zset, start, end int64, withScores, reverse bool) any {
+func zrangeByRank(z zset, start, end int64, withScores, reverse bool) any {
 	s, e, ok := clampRanks(start, end, z.card())
 	if !ok {
 		return []any{}
 	}
 	n := e - s + 1
 	out := make([]any, 0, n*(1+boolInt(withScores)))
-	var x *zslNode
 	if reverse {
-		x = z.byRank(z.card() - 1 - s)
-	} else {
-		x = z.byRank(s)
+		s = z.card() - 1 - s
 	}
-	for ; n > 0 && x != nil; n-- {
-		out = append(out, x.member)
+	z.walk(s, reverse, func(member string, score float64) bool {
+		out = append(out, member)
 		if withScores {
-			out = append(out, formatScore(x.score))
+			out = append(out, formatScore(score))
 		}
-		if reverse {
-			x = x.backward
-		} else {
-			x = x.level[0].forward
-		}
-	}
+		n--
+		return n > 0
+	})
 	return out
 }
 
 // zrangeByScore lists members in r, skipping offset of them and returning
 // at most limit (all when limit < 0; none when offset < 0), as Redis's
 // genericZrangebyscoreCommand does.
-func zrangeByScore(z *zset, r *scoreRange, offset, limit int64, withScores, reverse bool) any {
+func zrangeByScore(z zset, r *scoreRange, offset, limit int64, withScores, reverse bool) any {
 	out := []any{}
 	if offset > 0 && offset >= int64(z.card()) {
 		return out
 	}
-	var x *zslNode
+	var x int
 	if reverse {
-		x, _ = z.lastInRange(r)
+		x = z.lastInRange(r)
 	} else {
-		x, _ = z.firstInRange(r)
+		x = z.firstInRange(r)
 	}
-	step := func(n *zslNode) *zslNode {
-		if reverse {
-			return n.backward
+	if x < 0 || offset < 0 || limit == 0 {
+		return out
+	}
+	if reverse {
+		x -= int(offset)
+	} else {
+		x += int(offset)
+	}
+	z.walk(x, reverse, func(member string, score float64) bool {
+		if reverse && !r.gteMin(score) || !reverse && !r.lteMax(score) {
+			return false
 		}
-		return n.level[0].forward
-	}
-	for ; x != nil && offset != 0; offset-- {
-		x = step(x)
-	}
-	for ; x != nil && limit != 0; limit-- {
-		if reverse && !r.gteMin(x.score) || !reverse && !r.lteMax(x.score) {
-			break
-		}
-		out = append(out, x.member)
+		out = append(out, member)
 		if withScores {
-			out = append(out, formatScore(x.score))
+			out = append(out, formatScore(score))
 		}
-		x = step(x)
-	}
+		limit--
+		return limit != 0
+	})
 	return out
 }
 
@@ -447,8 +441,8 @@ func cmdZremrangebyscore(c *cmdCtx, args []string) any {
 	if e == nil {
 		return int64(0)
 	}
-	n := e.zset.deleteRangeByScore(&r)
-	if e.zset.card() == 0 {
+	n := e.zset().deleteRangeByScore(&r)
+	if e.zset().card() == 0 {
 		c.ks.del(args[1])
 	}
 	return int64(n)
@@ -466,12 +460,12 @@ func cmdZremrangebyrank(c *cmdCtx, args []string) any {
 	if e == nil {
 		return int64(0)
 	}
-	s, en, ok := clampRanks(start, end, e.zset.card())
+	s, en, ok := clampRanks(start, end, e.zset().card())
 	if !ok {
 		return int64(0)
 	}
-	n := e.zset.deleteRangeByRank(s, en)
-	if e.zset.card() == 0 {
+	n := e.zset().deleteRangeByRank(s, en)
+	if e.zset().card() == 0 {
 		c.ks.del(args[1])
 	}
 	return int64(n)
@@ -501,18 +495,17 @@ func zpopGeneric(c *cmdCtx, args []string, highest bool) any {
 		return []any{}
 	}
 	out := []any{}
-	for ; count > 0; count-- {
-		x := e.zset.first()
+	z := e.zset()
+	for ; count > 0 && z.card() > 0; count-- {
+		r := 0
 		if highest {
-			x = e.zset.tail
+			r = z.card() - 1
 		}
-		if x == nil {
-			break
-		}
-		out = append(out, x.member, formatScore(x.score))
-		e.zset.remove(x.member)
+		m, s := z.at(r)
+		out = append(out, m, formatScore(s))
+		z.deleteRangeByRank(r, r)
 	}
-	if e.zset.card() == 0 {
+	if e.zset().card() == 0 {
 		c.ks.del(args[1])
 	}
 	return out

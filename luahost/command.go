@@ -39,14 +39,23 @@ type command struct {
 	// Key positions: arguments first..last (last < 0 counts from the end)
 	// every step. first == 0: no keys.
 	first, last, step int
-	write             bool // Redis's "write" flag: the command may change the data set
+	flags             cmdFlags
 	run               func(c *cmdCtx, args []string) any
 }
 
-// The values of command.write, as the table spells them.
+// cmdFlags are the flags of Redis's command table that the host acts on.
+type cmdFlags uint8
+
 const (
-	reads  = false // no "write" flag: the command reads (GET, TTL, ZRANGE) or touches no data (PING, TIME)
-	writes = true  // Redis's "write" flag: SET, DEL, PEXPIRE, ZADD, ...
+	flagWrite   cmdFlags = 1 << iota // "write": the command may change the data set
+	flagDenyOOM                      // "denyoom": it may add memory, so it is refused over the cap (memory.go)
+)
+
+// The values of command.flags, as the table spells them.
+const (
+	reads  cmdFlags = 0                       // no "write" flag: the command reads (GET, TTL, ZRANGE) or touches no data (PING, TIME)
+	writes          = flagWrite               // "write": DEL, PEXPIRE, ZREM, ...
+	grows           = flagWrite | flagDenyOOM // "write" and "denyoom": SET, INCR, HSET, ZADD, ...
 )
 
 // arityOK reports whether argc (including the command name) fits.
@@ -102,55 +111,55 @@ var commandTable = buildCommandTable(
 	&command{"persist", 2, 1, 1, 1, writes, cmdPersist},
 	// strings
 	&command{"get", 2, 1, 1, 1, reads, cmdGet},
-	&command{"set", -3, 1, 1, 1, writes, cmdSet},
-	&command{"setex", 4, 1, 1, 1, writes, cmdSetex},
-	&command{"psetex", 4, 1, 1, 1, writes, cmdPsetex},
-	&command{"setnx", 3, 1, 1, 1, writes, cmdSetnx},
-	&command{"getset", 3, 1, 1, 1, writes, cmdGetset},
+	&command{"set", -3, 1, 1, 1, grows, cmdSet},
+	&command{"setex", 4, 1, 1, 1, grows, cmdSetex},
+	&command{"psetex", 4, 1, 1, 1, grows, cmdPsetex},
+	&command{"setnx", 3, 1, 1, 1, grows, cmdSetnx},
+	&command{"getset", 3, 1, 1, 1, grows, cmdGetset},
 	&command{"getdel", 2, 1, 1, 1, writes, cmdGetdel},
 	&command{"getex", -2, 1, 1, 1, writes, cmdGetex},
 	&command{"mget", -2, 1, -1, 1, reads, cmdMget},
-	&command{"mset", -3, 1, -1, 2, writes, cmdMset},
-	&command{"msetnx", -3, 1, -1, 2, writes, cmdMsetnx},
-	&command{"append", 3, 1, 1, 1, writes, cmdAppend},
+	&command{"mset", -3, 1, -1, 2, grows, cmdMset},
+	&command{"msetnx", -3, 1, -1, 2, grows, cmdMsetnx},
+	&command{"append", 3, 1, 1, 1, grows, cmdAppend},
 	&command{"strlen", 2, 1, 1, 1, reads, cmdStrlen},
-	&command{"incr", 2, 1, 1, 1, writes, cmdIncr},
-	&command{"decr", 2, 1, 1, 1, writes, cmdDecr},
-	&command{"incrby", 3, 1, 1, 1, writes, cmdIncrby},
-	&command{"decrby", 3, 1, 1, 1, writes, cmdDecrby},
-	&command{"incrbyfloat", 3, 1, 1, 1, writes, cmdIncrbyfloat},
+	&command{"incr", 2, 1, 1, 1, grows, cmdIncr},
+	&command{"decr", 2, 1, 1, 1, grows, cmdDecr},
+	&command{"incrby", 3, 1, 1, 1, grows, cmdIncrby},
+	&command{"decrby", 3, 1, 1, 1, grows, cmdDecrby},
+	&command{"incrbyfloat", 3, 1, 1, 1, grows, cmdIncrbyfloat},
 	// hashes
 	&command{"hget", 3, 1, 1, 1, reads, cmdHget},
 	&command{"hmget", -3, 1, 1, 1, reads, cmdHmget},
-	&command{"hset", -4, 1, 1, 1, writes, cmdHset},
-	&command{"hmset", -4, 1, 1, 1, writes, cmdHset},
-	&command{"hsetnx", 4, 1, 1, 1, writes, cmdHsetnx},
+	&command{"hset", -4, 1, 1, 1, grows, cmdHset},
+	&command{"hmset", -4, 1, 1, 1, grows, cmdHset},
+	&command{"hsetnx", 4, 1, 1, 1, grows, cmdHsetnx},
 	&command{"hdel", -3, 1, 1, 1, writes, cmdHdel},
 	&command{"hgetall", 2, 1, 1, 1, reads, cmdHgetall},
 	&command{"hkeys", 2, 1, 1, 1, reads, cmdHkeys},
 	&command{"hvals", 2, 1, 1, 1, reads, cmdHvals},
-	&command{"hincrby", 4, 1, 1, 1, writes, cmdHincrby},
-	&command{"hincrbyfloat", 4, 1, 1, 1, writes, cmdHincrbyfloat},
+	&command{"hincrby", 4, 1, 1, 1, grows, cmdHincrby},
+	&command{"hincrbyfloat", 4, 1, 1, 1, grows, cmdHincrbyfloat},
 	&command{"hlen", 2, 1, 1, 1, reads, cmdHlen},
 	&command{"hstrlen", 3, 1, 1, 1, reads, cmdHstrlen},
 	&command{"hexists", 3, 1, 1, 1, reads, cmdHexists},
 	// lists
-	&command{"lpush", -3, 1, 1, 1, writes, cmdLpush},
-	&command{"rpush", -3, 1, 1, 1, writes, cmdRpush},
-	&command{"lpushx", -3, 1, 1, 1, writes, cmdLpushx},
-	&command{"rpushx", -3, 1, 1, 1, writes, cmdRpushx},
+	&command{"lpush", -3, 1, 1, 1, grows, cmdLpush},
+	&command{"rpush", -3, 1, 1, 1, grows, cmdRpush},
+	&command{"lpushx", -3, 1, 1, 1, grows, cmdLpushx},
+	&command{"rpushx", -3, 1, 1, 1, grows, cmdRpushx},
 	&command{"lpop", -2, 1, 1, 1, writes, cmdLpop},
 	&command{"rpop", -2, 1, 1, 1, writes, cmdRpop},
 	&command{"llen", 2, 1, 1, 1, reads, cmdLlen},
 	&command{"lrange", 4, 1, 1, 1, reads, cmdLrange},
 	&command{"ltrim", 4, 1, 1, 1, writes, cmdLtrim},
 	&command{"lindex", 3, 1, 1, 1, reads, cmdLindex},
-	&command{"lset", 4, 1, 1, 1, writes, cmdLset},
+	&command{"lset", 4, 1, 1, 1, grows, cmdLset},
 	&command{"lrem", 4, 1, 1, 1, writes, cmdLrem},
-	&command{"linsert", 5, 1, 1, 1, writes, cmdLinsert},
+	&command{"linsert", 5, 1, 1, 1, grows, cmdLinsert},
 	// sorted sets
-	&command{"zadd", -4, 1, 1, 1, writes, cmdZadd},
-	&command{"zincrby", 4, 1, 1, 1, writes, cmdZincrby},
+	&command{"zadd", -4, 1, 1, 1, grows, cmdZadd},
+	&command{"zincrby", 4, 1, 1, 1, grows, cmdZincrby},
 	&command{"zrem", -3, 1, 1, 1, writes, cmdZrem},
 	&command{"zcard", 2, 1, 1, 1, reads, cmdZcard},
 	&command{"zcount", 4, 1, 1, 1, reads, cmdZcount},
@@ -186,12 +195,18 @@ func Commands() []string {
 // no data (PING, TIME) and commands the host lacks are not.
 func IsWrite(name string) bool {
 	c := findCommand(name)
-	return c != nil && c.write
+	return c != nil && c.flags&flagWrite != 0
 }
 
+// buildCommandTable indexes cmds by name, with each write command run through the
+// keyspace's memory accounting (keyspace.write), so that no command accounts for itself.
 func buildCommandTable(cmds ...*command) map[string]*command {
 	m := make(map[string]*command, len(cmds))
 	for _, c := range cmds {
+		if c.flags&flagWrite != 0 {
+			cmd, run := c, c.run
+			c.run = func(cc *cmdCtx, args []string) any { return cc.ks.write(cmd, run, cc, args) }
+		}
 		m[c.name] = c
 	}
 	return m

@@ -47,6 +47,18 @@
 //     does (the x87 format: a 64-bit significand) and store "%.17Lf" with
 //     trailing zeros cut, digit for digit. Redis built where long double is
 //     another format (arm64: 128-bit) stores other digits.
+//   - Small hashes and sorted sets are held as Redis holds them in
+//     listpacks (up to 128 entries of up to 64 bytes: one packed string per
+//     key) and convert where Redis 7.0 converts, so a score of -0 reads as 0
+//     in a small sorted set and as -0 once it is a skiplist.
+//
+// # Memory
+//
+// MemoryUsage counts the heap the keyspace holds. WithMaxMemory caps it as
+// Redis's maxmemory does, with Redis's eviction policies (noeviction,
+// allkeys-lru, volatile-lru, allkeys-random, volatile-random, volatile-ttl)
+// and its OOM error for writes past the cap under noeviction; Evicted counts
+// the keys freed.
 //
 // Commands (Commands lists them): PING ECHO TIME; DEL UNLINK EXISTS TOUCH
 // TYPE EXPIRE PEXPIRE EXPIREAT PEXPIREAT (NX XX GT LT) TTL PTTL EXPIRETIME
@@ -86,8 +98,7 @@
 //     in Redis either); pairs, next and rawget see their contents.
 //   - HGETALL, HKEYS and HVALS list fields in insertion order, as Redis does
 //     for hashes of up to 128 fields and values of up to 64 bytes (listpack);
-//     a score of -0 is stored as 0, as Redis does for sorted sets of up to
-//     128 members.
+//     bigger hashes keep that order where Redis lists its dict's order.
 //   - redis.log, redis.debug and redis.set_repl do nothing; redis.breakpoint
 //     returns false; redis.REDIS_VERSION is "7.0.0".
 package luahost

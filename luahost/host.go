@@ -24,6 +24,7 @@ type options struct {
 	steps    uint64   // instruction budget of one script run; 0: none
 	commands []string // nil: every implemented command
 	strict   bool
+	memory   memoryLimit // WithMaxMemory (memory.go)
 }
 
 // Option configures a Host.
@@ -128,6 +129,7 @@ func New(opts ...Option) *Host {
 		}
 	}
 	h.cc = cmdCtx{h: h, ks: &h.ks}
+	h.ks.mem.setLimit(o.memory)
 	h.initVM()
 	return h
 }
@@ -240,6 +242,7 @@ func (h *Host) Do(ctx context.Context, args ...string) (any, error) {
 		return nil, errArity(cmd.name)
 	}
 	h.cc.now = h.clock.Now().UnixMilli()
+	h.ks.beginRun(h.cc.now)
 	return goReply(cmd.run(&h.cc, args))
 }
 
@@ -326,6 +329,7 @@ func (h *Host) runScript(ctx context.Context, sha string, fn *lua.LFunction, key
 	h.run.keys = keys
 	h.run.errSource, h.run.errLine = "", 0
 	h.cc.now = start.UnixMilli()
+	h.ks.beginRun(h.cc.now)
 
 	dl := &h.run.dl
 	*dl = deadline{}

@@ -30,15 +30,31 @@ func (k kind) String() string {
 	return "none"
 }
 
-// entry is one key's value and expiry.
+// entry is one key's value and expiry. Values are held the way Redis holds small
+// ones: a string as itself, a small hash or sorted set packed into one string (hash.go,
+// zset.go), so that a rate limiter's key costs a map slot, this struct and one or two
+// exactly sized strings.
 type entry struct {
+	// str is a string's value, or the packed form of a small hash or sorted set.
+	str string
+	// obj holds a value that is not packed: a *hashTable, a *skiplist or a *list.
+	obj      any
+	expireAt int64  // Unix milliseconds; the key is gone once now > expireAt (when expires)
+	size     int64  // the bytes accounted to the key (memory.go)
+	lru      uint32 // the keyspace's access clock at the key's last lookup (memory.go)
+	slot     int32  // the key's index in the eviction pool, or -1 (memory.go)
 	kind     kind
-	str      string
-	hash     *hash
-	zset     *zset
-	list     *list
 	expires  bool
-	expireAt int64 // Unix milliseconds; the key is gone once now > expireAt
+}
+
+func newEntry(k kind) *entry { return &entry{kind: k, slot: -1} }
+
+// setTTL makes the key expire at when (Unix ms), or never when expires is false.
+func (e *entry) setTTL(expires bool, when int64) {
+	if !expires {
+		when = 0
+	}
+	e.expires, e.expireAt = expires, when
 }
 
 // keyspace is the host's single database. Keys expire lazily when they are
@@ -47,6 +63,7 @@ type entry struct {
 type keyspace struct {
 	m         map[string]*entry
 	sweepSize int // sweep when len(m) reaches this
+	mem       memory
 }
 
 const minSweepSize = 1024
@@ -59,22 +76,41 @@ func newKeyspace() keyspace {
 // has expired. Redis keeps a key while now <= its expire time.
 func (ks *keyspace) lookup(key string, now int64) *entry {
 	e := ks.m[key]
-	if e != nil && e.expires && now > e.expireAt {
-		delete(ks.m, key)
+	if e == nil {
 		return nil
 	}
+	if e.expires && now > e.expireAt {
+		ks.del(key)
+		return nil
+	}
+	e.lru = ks.mem.clock
 	return e
 }
 
-// add stores a new entry under key (which must not be live).
+// add stores a new entry under key (which must not be live). The key is copied, so
+// the keyspace holds exactly its bytes and never a larger string it was cut from.
 func (ks *keyspace) add(key string, e *entry, now int64) {
+	if old := ks.m[key]; old != nil {
+		ks.del(key)
+	}
+	key = strings.Clone(key)
+	e.lru = ks.mem.clock
 	ks.m[key] = e
+	ks.account(key, e)
 	if len(ks.m) >= ks.sweepSize {
 		ks.sweep(now)
 	}
 }
 
-func (ks *keyspace) del(key string) { delete(ks.m, key) }
+// del deletes key, if it is there.
+func (ks *keyspace) del(key string) {
+	e := ks.m[key]
+	if e == nil {
+		return
+	}
+	ks.forget(e)
+	delete(ks.m, key)
+}
 
 // sweep deletes every expired key. Sweeping when the map has doubled since
 // the last sweep keeps the cost amortised O(1) per added key and memory
@@ -82,7 +118,7 @@ func (ks *keyspace) del(key string) { delete(ks.m, key) }
 func (ks *keyspace) sweep(now int64) {
 	for k, e := range ks.m {
 		if e.expires && now > e.expireAt {
-			delete(ks.m, k)
+			ks.del(k)
 		}
 	}
 	ks.sweepSize = max(2*len(ks.m), minSweepSize)
@@ -101,9 +137,8 @@ func (ks *keyspace) keys(now int64) []string {
 
 // dump renders an entry canonically: its type, its contents (hash fields
 // sorted, sorted-set members in order with %.17g scores, list elements from
-// head to tail) and its absolute
-// expiry. Each string is length-prefixed, so distinct values never render
-// alike.
+// head to tail) and its absolute expiry. Each string is length-prefixed, so
+// distinct values never render alike.
 func dump(e *entry) string {
 	var b strings.Builder
 	str := func(s string) {
@@ -118,23 +153,31 @@ func dump(e *entry) string {
 	case kindString:
 		str(e.str)
 	case kindHash:
-		idx := make([]int, e.hash.len())
+		var fields, values []string
+		e.hashEach(func(f, v string) {
+			fields = append(fields, f)
+			values = append(values, v)
+		})
+		idx := make([]int, len(fields))
 		for i := range idx {
 			idx[i] = i
 		}
-		sort.Slice(idx, func(a, b int) bool { return e.hash.fields[idx[a]] < e.hash.fields[idx[b]] })
+		sort.Slice(idx, func(a, b int) bool { return fields[idx[a]] < fields[idx[b]] })
 		for _, i := range idx {
-			str(e.hash.fields[i])
-			str(e.hash.values[i])
+			str(fields[i])
+			str(values[i])
 		}
 	case kindZset:
-		for x := e.zset.first(); x != nil; x = x.level[0].forward {
-			str(x.member)
-			str(formatScore(x.score))
+		z := e.zset()
+		for i := range z.card() {
+			m, s := z.at(i)
+			str(m)
+			str(formatScore(s))
 		}
 	case kindList:
-		for i := range e.list.len() {
-			str(e.list.at(i))
+		l := e.asList()
+		for i := range l.len() {
+			str(l.at(i))
 		}
 	}
 	b.WriteString("|ttl:")
@@ -146,4 +189,11 @@ func dump(e *entry) string {
 		b.WriteString("none")
 	}
 	return b.String()
+}
+
+// stringEntry returns a new string value.
+func stringEntry(s string) *entry {
+	e := newEntry(kindString)
+	e.str = s
+	return e
 }

@@ -5,9 +5,10 @@ package luahost
 // and pops at either end are amortised O(1), as the list-based logs of rate
 // limiters (LPUSH + LTRIM, RPUSH + LPOP) need.
 type list struct {
-	buf  []string
-	head int
-	n    int
+	buf   []string
+	head  int
+	n     int
+	bytes int64 // the heap the element strings take (memory.go)
 }
 
 func (l *list) len() int { return l.n }
@@ -15,7 +16,10 @@ func (l *list) len() int { return l.n }
 // at returns the element at 0-based index i from the head (0 <= i < len).
 func (l *list) at(i int) string { return l.buf[l.head+i] }
 
-func (l *list) set(i int, v string) { l.buf[l.head+i] = v }
+func (l *list) set(i int, v string) {
+	l.bytes += stringBytes(v) - stringBytes(l.buf[l.head+i])
+	l.buf[l.head+i] = v
+}
 
 // grow makes room for one more element at the front (front) or back.
 func (l *list) grow(front bool) {
@@ -37,12 +41,14 @@ func (l *list) pushFront(v string) {
 	l.head--
 	l.buf[l.head] = v
 	l.n++
+	l.bytes += stringBytes(v)
 }
 
 func (l *list) pushBack(v string) {
 	l.grow(false)
 	l.buf[l.head+l.n] = v
 	l.n++
+	l.bytes += stringBytes(v)
 }
 
 func (l *list) popFront() string {
@@ -50,6 +56,7 @@ func (l *list) popFront() string {
 	l.buf[l.head] = ""
 	l.head++
 	l.n--
+	l.bytes -= stringBytes(v)
 	return v
 }
 
@@ -57,6 +64,7 @@ func (l *list) popBack() string {
 	l.n--
 	v := l.buf[l.head+l.n]
 	l.buf[l.head+l.n] = ""
+	l.bytes -= stringBytes(v)
 	return v
 }
 
@@ -65,8 +73,14 @@ func (l *list) popBack() string {
 func (l *list) trim(start, end int) {
 	if start > end {
 		clear(l.buf[l.head : l.head+l.n])
-		l.head, l.n = 0, 0
+		l.head, l.n, l.bytes = 0, 0, 0
 		return
+	}
+	for _, v := range l.buf[l.head : l.head+start] {
+		l.bytes -= stringBytes(v)
+	}
+	for _, v := range l.buf[l.head+end+1 : l.head+l.n] {
+		l.bytes -= stringBytes(v)
 	}
 	clear(l.buf[l.head : l.head+start])
 	clear(l.buf[l.head+end+1 : l.head+l.n])
@@ -76,6 +90,7 @@ func (l *list) trim(start, end int) {
 
 // remove deletes the element at index i.
 func (l *list) remove(i int) {
+	l.bytes -= stringBytes(l.at(i))
 	if i < l.n/2 {
 		copy(l.buf[l.head+1:], l.buf[l.head:l.head+i])
 		l.buf[l.head] = ""
@@ -93,4 +108,8 @@ func (l *list) insert(i int, v string) {
 	copy(l.buf[l.head+i+1:], l.buf[l.head+i:l.head+l.n])
 	l.buf[l.head+i] = v
 	l.n++
+	l.bytes += stringBytes(v)
 }
+
+// asList returns e's list.
+func (e *entry) asList() *list { return e.obj.(*list) }

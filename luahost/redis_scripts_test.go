@@ -465,9 +465,10 @@ func TestRandomMatchesFreshRedis(t *testing.T) {
 // TestCommandTableMatchesRedis checks the host's commands against the
 // server's COMMAND INFO: every command the host implements is a Redis
 // command with the same arity and key positions (which strict keys and the
-// arity check rely on) and the same "write" flag (which IsWrite reports, and
-// rlctl's plugin checks rely on), and the host's list of Redis 7.0 command
-// names is the server's when the server is a 7.0.
+// arity check rely on), the same "write" flag (which IsWrite reports, and
+// rlctl's plugin checks rely on) and "denyoom" flag (which the memory cap
+// acts on), and the host's list of Redis 7.0 command names is the server's
+// when the server is a 7.0.
 func TestCommandTableMatchesRedis(t *testing.T) {
 	t.Parallel()
 	rdb := realRedis(t)
@@ -490,6 +491,9 @@ func TestCommandTableMatchesRedis(t *testing.T) {
 		}
 		if write := slices.Contains(ci.Flags, "write"); luahost.IsWrite(name) != write {
 			t.Errorf("%s: IsWrite %v; Redis's flags are %v", name, luahost.IsWrite(name), ci.Flags)
+		}
+		if deny := slices.Contains(ci.Flags, "denyoom"); luahost.DenyOOM(name) != deny {
+			t.Errorf("%s: refused over the memory cap %v; Redis's flags are %v", name, luahost.DenyOOM(name), ci.Flags)
 		}
 		if !luahost.RedisCommands()[lower] {
 			t.Errorf("%s: not among the host's Redis command names", name)

@@ -1,12 +1,11 @@
 package luahost
 
-import "maps"
-
 // Snapshot is a copy of a host's keyspace and of its scripts' random state, taken by
 // Host.Snapshot and put back by Host.Restore. It lets a caller try what a script would
 // answer from a state and then carry on as if it had not asked (verify's probes).
 type Snapshot struct {
 	m    map[string]*entry
+	mem  memory
 	rand redisRand
 }
 
@@ -14,15 +13,19 @@ type Snapshot struct {
 func (h *Host) Snapshot() *Snapshot {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return &Snapshot{m: copyEntries(h.ks.m), rand: h.rand}
+	return &Snapshot{m: copyEntries(h.ks.m), mem: h.ks.mem.clone(), rand: h.rand}
 }
 
-// Restore makes the keyspace what it was when s was taken. s stays usable: restoring it
-// again gives the same keyspace.
+// Restore makes the keyspace what it was when s was taken: its keys, their memory
+// accounting and the eviction state. s stays usable: restoring it again gives the same
+// keyspace. The count of evicted keys (Evicted) is not turned back.
 func (h *Host) Restore(s *Snapshot) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ks.m = copyEntries(s.m)
+	evicted := h.ks.mem.evicted
+	h.ks.mem = s.mem.clone()
+	h.ks.mem.evicted = evicted
 	h.rand = s.rand
 }
 
@@ -34,23 +37,16 @@ func copyEntries(m map[string]*entry) map[string]*entry {
 	return out
 }
 
-// clone returns a deep copy of e.
+// clone returns a deep copy of e. Strings are immutable and shared.
 func (e *entry) clone() *entry {
 	c := *e
-	switch e.kind {
-	case kindHash:
-		c.hash = &hash{fields: append([]string(nil), e.hash.fields...), values: append([]string(nil), e.hash.values...)}
-		if e.hash.index != nil {
-			c.hash.index = maps.Clone(e.hash.index)
-		}
-	case kindZset:
-		z := newZset()
-		for x := e.zset.first(); x != nil; x = x.level[0].forward {
-			z.insert(x.score, x.member)
-		}
-		c.zset = z
-	case kindList:
-		c.list = &list{buf: append([]string(nil), e.list.buf...), head: e.list.head, n: e.list.n}
+	switch o := e.obj.(type) {
+	case *hashTable:
+		c.obj = o.clone()
+	case *skiplist:
+		c.obj = e.zset().cloneSkiplist()
+	case *list:
+		c.obj = &list{buf: append([]string(nil), o.buf...), head: o.head, n: o.n, bytes: o.bytes}
 	}
 	return &c
 }

@@ -1,7 +1,9 @@
 package luahost
 
-// A sorted set is a member -> score map plus a skiplist ordered by (score,
-// member bytes), with spans so that ranks are O(log n), as in Redis's
+import "strings"
+
+// A sorted set too big to pack (zsetview.go) is a member -> score map plus a skiplist
+// ordered by (score, member bytes), with spans so that ranks are O(log n), as in Redis's
 // t_zset.c. Scores are never NaN.
 
 const (
@@ -21,8 +23,9 @@ type zslNode struct {
 	level    []zslLevel
 }
 
-type zset struct {
+type skiplist struct {
 	dict   map[string]float64
+	bytes  int64 // the heap the nodes and members take (memory.go)
 	header *zslNode
 	tail   *zslNode
 	length int
@@ -30,8 +33,8 @@ type zset struct {
 	rnd    uint64 // xorshift state for node levels; levels never show in replies
 }
 
-func newZset() *zset {
-	return &zset{
+func newSkiplist() *skiplist {
+	return &skiplist{
 		dict:   make(map[string]float64),
 		header: &zslNode{level: make([]zslLevel, zslMaxLevel)},
 		level:  1,
@@ -70,7 +73,7 @@ func less(s1 float64, m1 string, s2 float64, m2 string) bool {
 	return s1 < s2 || (s1 == s2 && m1 < m2)
 }
 
-func (z *zset) randomLevel() int {
+func (z *skiplist) randomLevel() int {
 	level := 1
 	for level < zslMaxLevel {
 		z.rnd ^= z.rnd << 13
@@ -84,19 +87,17 @@ func (z *zset) randomLevel() int {
 	return level
 }
 
-func (z *zset) card() int { return z.length }
+func (z *skiplist) card() int { return z.length }
 
-func (z *zset) score(member string) (float64, bool) {
+func (z *skiplist) score(member string) (float64, bool) {
 	s, ok := z.dict[member]
 	return s, ok
 }
 
-// insert adds a member that is not in the set. A score of -0 is stored as
-// 0, as Redis's listpack encoding of small sorted sets stores it.
-func (z *zset) insert(score float64, member string) {
-	if score == 0 {
-		score = 0
-	}
+// insert adds a member that is not in the set. A score of -0 stays -0, as in
+// Redis's skiplist encoding. The set keeps a copy of member.
+func (z *skiplist) insert(score float64, member string) {
+	member = strings.Clone(member)
 	var update [zslMaxLevel]*zslNode
 	var rank [zslMaxLevel]int
 	x := z.header
@@ -139,10 +140,11 @@ func (z *zset) insert(score float64, member string) {
 	}
 	z.length++
 	z.dict[member] = score
+	z.bytes += nodeBytes(level, member)
 }
 
 // unlink removes node x given the update vector that precedes it.
-func (z *zset) unlink(x *zslNode, update *[zslMaxLevel]*zslNode) {
+func (z *skiplist) unlink(x *zslNode, update *[zslMaxLevel]*zslNode) {
 	for i := 0; i < z.level; i++ {
 		if update[i].level[i].forward == x {
 			update[i].level[i].span += x.level[i].span - 1
@@ -161,10 +163,11 @@ func (z *zset) unlink(x *zslNode, update *[zslMaxLevel]*zslNode) {
 	}
 	z.length--
 	delete(z.dict, x.member)
+	z.bytes -= nodeBytes(len(x.level), x.member)
 }
 
 // remove deletes member and reports whether it was there.
-func (z *zset) remove(member string) bool {
+func (z *skiplist) remove(member string) bool {
 	score, ok := z.dict[member]
 	if !ok {
 		return false
@@ -183,7 +186,7 @@ func (z *zset) remove(member string) bool {
 }
 
 // set adds member or changes its score.
-func (z *zset) set(score float64, member string) {
+func (z *skiplist) set(score float64, member string) {
 	if cur, ok := z.dict[member]; ok {
 		if cur == score {
 			return
@@ -194,7 +197,7 @@ func (z *zset) set(score float64, member string) {
 }
 
 // rank returns the 0-based rank of member.
-func (z *zset) rank(member string) (int, bool) {
+func (z *skiplist) rank(member string) (int, bool) {
 	score, ok := z.dict[member]
 	if !ok {
 		return 0, false
@@ -214,7 +217,7 @@ func (z *zset) rank(member string) (int, bool) {
 }
 
 // byRank returns the node at 0-based rank r (0 <= r < length).
-func (z *zset) byRank(r int) *zslNode {
+func (z *skiplist) byRank(r int) *zslNode {
 	target := r + 1
 	traversed := 0
 	x := z.header
@@ -232,7 +235,7 @@ func (z *zset) byRank(r int) *zslNode {
 
 // firstInRange returns the first node whose score is in r, and its 0-based
 // rank.
-func (z *zset) firstInRange(r *scoreRange) (*zslNode, int) {
+func (z *skiplist) firstInRange(r *scoreRange) (*zslNode, int) {
 	if r.empty() || z.length == 0 {
 		return nil, 0
 	}
@@ -253,7 +256,7 @@ func (z *zset) firstInRange(r *scoreRange) (*zslNode, int) {
 
 // lastInRange returns the last node whose score is in r, and its 0-based
 // rank.
-func (z *zset) lastInRange(r *scoreRange) (*zslNode, int) {
+func (z *skiplist) lastInRange(r *scoreRange) (*zslNode, int) {
 	if r.empty() || z.length == 0 {
 		return nil, 0
 	}
@@ -272,7 +275,7 @@ func (z *zset) lastInRange(r *scoreRange) (*zslNode, int) {
 }
 
 // count returns how many members have a score in r.
-func (z *zset) count(r *scoreRange) int {
+func (z *skiplist) count(r *scoreRange) int {
 	first, fr := z.firstInRange(r)
 	if first == nil {
 		return 0
@@ -283,7 +286,7 @@ func (z *zset) count(r *scoreRange) int {
 
 // deleteRangeByScore removes the members whose score is in r and returns
 // how many it removed.
-func (z *zset) deleteRangeByScore(r *scoreRange) int {
+func (z *skiplist) deleteRangeByScore(r *scoreRange) int {
 	if r.empty() {
 		return 0
 	}
@@ -308,7 +311,7 @@ func (z *zset) deleteRangeByScore(r *scoreRange) int {
 
 // deleteRangeByRank removes the members of 0-based ranks start..end
 // inclusive (already clamped) and returns how many it removed.
-func (z *zset) deleteRangeByRank(start, end int) int {
+func (z *skiplist) deleteRangeByRank(start, end int) int {
 	var update [zslMaxLevel]*zslNode
 	traversed := 0
 	x := z.header
@@ -333,4 +336,4 @@ func (z *zset) deleteRangeByRank(start, end int) int {
 }
 
 // first returns the lowest node, or nil.
-func (z *zset) first() *zslNode { return z.header.level[0].forward }
+func (z *skiplist) first() *zslNode { return z.header.level[0].forward }
