@@ -231,6 +231,16 @@ func (hs *harness) run(sub *subject, at int64, rounds []raceRound) (*raceRun, er
 		if hs.tick != nil {
 			hs.tick()
 		}
+		if errors.Is(err, luahost.ErrInstructionLimit) {
+			// A call past the instruction limit stops the whole round, and the host
+			// cannot tell which client was running: the round's first client carries
+			// the error, and the run goes on as after any client's error.
+			out.calls++
+			out.allowed = append(out.allowed, make([]bool, len(rd.clients)))
+			out.log = append(out.log, nil)
+			out.failed, out.failure = 1, hs.locate(err.Error())
+			break
+		}
 		if err != nil {
 			return nil, err
 		}
