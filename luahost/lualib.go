@@ -233,7 +233,7 @@ func (v *vm) loadChunk(L *lua.LState, src, name string) int {
 		return 2
 	}
 	fn := L.NewFunctionFromProto(proto)
-	fn.Env = v.env
+	fn.Env = v.runEnv
 	L.Push(fn)
 	return 1
 }
@@ -242,7 +242,7 @@ func (v *vm) loadChunk(L *lua.LState, src, name string) int {
 func (v *vm) luaNext(L *lua.LState) int {
 	t := v.target(L.CheckTable(1))
 	k, val := t.Next(L.Get(2))
-	if t == v.globals && k == lua.LString(tostrGlobal) {
+	if (t == v.globals || t == v.fglobals) && k == lua.LString(tostrGlobal) {
 		k, val = t.Next(k) // the concatenation helper is not a global
 	}
 	if k == lua.LNil {

@@ -112,6 +112,9 @@ func (h *Host) scriptCommand(args []string) any {
 	if h.allowed != nil && !h.allowed[cmd] {
 		return errorf("ERR This Redis command is not allowed from script")
 	}
+	if h.run.readOnly && cmd.write {
+		return errorf("ERR Write commands are not allowed from read-only scripts.")
+	}
 	if h.strict {
 		if k, ok := cmd.undeclaredKey(args, h.run.keys); ok {
 			return errorf("ERR luahost: script accessed key '" + k + "' that is not in KEYS (strict keys)")
