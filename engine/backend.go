@@ -280,6 +280,11 @@ func isNoScript(err error) bool {
 // services, the on_error = "local" fallback, and simulations on a virtual clock. It cannot
 // stall on a network, so the engine's decision deadline does not apply to it (luahost's own
 // script timeout stops a runaway script).
+//
+// Like Redis on a server with functions, it runs the script's library form with FCALL, so
+// the library's prelude and built-in algorithms are instantiated once per load, not on
+// every call; when the host does not know the function (a new host, FUNCTION FLUSH) it
+// loads the library, replacing any copy, and calls again.
 type Local struct {
 	h *luahost.Host
 }
@@ -292,14 +297,14 @@ func NewLocal(h *luahost.Host) *Local { return &Local{h: h} }
 
 // Eval implements Backend.
 func (l *Local) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
-	v, err := l.h.EvalSHA(ctx, s.SHA1, keys, argv)
-	if err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+	v, err := l.h.FCall(ctx, s.Function, keys, argv)
+	if !isFunctionNotFound(err) {
 		return v, err
 	}
-	if _, err := l.h.Load(s.Source); err != nil {
+	if _, err := l.h.FunctionLoad(s.Library, true); err != nil {
 		return nil, err
 	}
-	return l.h.EvalSHA(ctx, s.SHA1, keys, argv)
+	return l.h.FCall(ctx, s.Function, keys, argv)
 }
 
 // Del implements Backend.
