@@ -284,7 +284,8 @@ func isNoScript(err error) bool {
 // Like Redis on a server with functions, it runs the script's library form with FCALL, so
 // the library's prelude and built-in algorithms are instantiated once per load, not on
 // every call; when the host does not know the function (a new host, FUNCTION FLUSH) it
-// loads the library, replacing any copy, and calls again.
+// loads the library, replacing any copy, and calls again. A Script without a library form
+// (no Function) runs with EVALSHA, loaded on NOSCRIPT.
 type Local struct {
 	h *luahost.Host
 }
@@ -297,6 +298,9 @@ func NewLocal(h *luahost.Host) *Local { return &Local{h: h} }
 
 // Eval implements Backend.
 func (l *Local) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
+	if s.Function == "" {
+		return l.evalSHA(ctx, s, keys, argv)
+	}
 	v, err := l.h.FCall(ctx, s.Function, keys, argv)
 	if !isFunctionNotFound(err) {
 		return v, err
@@ -305,6 +309,17 @@ func (l *Local) Eval(ctx context.Context, s *algorithms.Script, keys, argv []str
 		return nil, err
 	}
 	return l.h.FCall(ctx, s.Function, keys, argv)
+}
+
+func (l *Local) evalSHA(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
+	v, err := l.h.EvalSHA(ctx, s.SHA1, keys, argv)
+	if err == nil || !isNoScript(err) {
+		return v, err
+	}
+	if _, err := l.h.Load(s.Source); err != nil {
+		return nil, err
+	}
+	return l.h.EvalSHA(ctx, s.SHA1, keys, argv)
 }
 
 // Del implements Backend.
