@@ -25,3 +25,22 @@ func luaNumber(f float64) lua.LValue {
 }
 
 func isNegZero(f float64) bool { return f == 0 && 1/f < 0 }
+
+// typeNames are the results of type, boxed once.
+var typeNames = func() (names [lua.LTChannel + 1]lua.LValue) {
+	for t := range names {
+		names[t] = lua.LString(lua.LValueType(t).String())
+	}
+	return names
+}()
+
+// luaType is type, answering with pre-boxed names.
+func luaType(L *lua.LState) int {
+	t := L.CheckAny(1).Type()
+	if int(t) < len(typeNames) {
+		L.Push(typeNames[t])
+	} else {
+		L.Push(lua.LString(t.String()))
+	}
+	return 1
+}

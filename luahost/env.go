@@ -97,7 +97,7 @@ func (h *Host) initVM() {
 	g := L.NewTable()
 	v.globals = g
 	for _, name := range []string{
-		"assert", "ipairs", "rawequal", "select", "type", "unpack", "getmetatable",
+		"assert", "ipairs", "rawequal", "select", "unpack", "getmetatable",
 		"xpcall",
 	} {
 		g.RawSetString(name, gopher.RawGetString(name))
@@ -117,6 +117,7 @@ func (h *Host) initVM() {
 		"setmetatable":   v.luaSetmetatable,
 		"tonumber":       luaTonumber,
 		"tostring":       luaTostring,
+		"type":           luaType,
 		tostrGlobal:      luaConcatOperand,
 	})
 
