@@ -20,40 +20,85 @@ var benchParams = map[string][]int64{
 	"concurrency":    {100, 30_000_000, 0},
 }
 
-// BenchmarkLuahost measures one-rule decisions of the engine script on luahost: the
-// embedded backend and the engine of every simulation. The clock advances 1ms per call
-// over 1,000 keys so that most calls are allowed and state stays bounded.
+// benchForm is one way of running the engine script on a host: the Source form with
+// EVALSHA (the whole chunk runs on every call) or the library form with FCALL (the library
+// runs once, at FUNCTION LOAD).
+type benchForm struct {
+	name string
+	load func(h *luahost.Host, s *Script) error
+	call func(ctx context.Context, h *luahost.Host, s *Script, keys, argv []string) error
+}
+
+var benchForms = []benchForm{
+	{
+		name: "evalsha",
+		load: func(h *luahost.Host, s *Script) error { _, err := h.Load(s.Source); return err },
+		call: func(ctx context.Context, h *luahost.Host, s *Script, keys, argv []string) error {
+			_, err := h.EvalSHA(ctx, s.SHA1, keys, argv)
+			return err
+		},
+	},
+	{
+		name: "fcall",
+		load: func(h *luahost.Host, s *Script) error { _, err := h.FunctionLoad(s.Library, true); return err },
+		call: func(ctx context.Context, h *luahost.Host, s *Script, keys, argv []string) error {
+			_, err := h.FCall(ctx, s.Function, keys, argv)
+			return err
+		},
+	},
+}
+
+// BenchmarkLuahost measures decisions of the engine script on luahost, the embedded
+// backend and the engine of every simulation: one rule of each algorithm, and a stack of
+// three rules in one call (gcra per address, token_bucket per user, sliding_window per
+// tenant), in both of the script's forms. The clock advances 1ms per call over 1,000 keys
+// per rule so that most calls are allowed and state stays bounded.
 func BenchmarkLuahost(b *testing.B) {
 	s := Default()
+	type stack struct {
+		name string
+		algs []*Algorithm
+	}
+	var stacks []stack
 	for _, a := range builtin {
-		b.Run(a.Name, func(b *testing.B) {
-			clock := luahost.NewManualClock(time.Unix(1_800_000_000, 0))
-			h := luahost.New(luahost.WithClock(clock), luahost.WithCommands(s.Commands()...))
-			if _, err := h.Load(s.Source); err != nil {
-				b.Fatal(err)
-			}
-			argvs := make([][]string, 1000)
-			keys := make([][]string, 1000)
-			for i := range argvs {
-				c := Call{Op: OpCheck, Now: ServerTime, Rules: []Rule{{
-					Key: fmt.Sprintf("bench:%d", i), Algorithm: a, Cost: 1, Params: benchParams[a.Name], Lease: "l",
-				}}}
-				argv, err := c.Argv()
-				if err != nil {
-					b.Fatal(err)
+		stacks = append(stacks, stack{a.Name, []*Algorithm{a}})
+	}
+	pick := func(name string) *Algorithm { a, _ := s.Algorithm(name); return a }
+	stacks = append(stacks, stack{"stack3", []*Algorithm{pick("gcra"), pick("token_bucket"), pick("sliding_window")}})
+	for _, st := range stacks {
+		for _, form := range benchForms {
+			b.Run(st.name+"/"+form.name, func(b *testing.B) {
+				clock := luahost.NewManualClock(time.Unix(1_800_000_000, 0))
+				h := luahost.New(luahost.WithClock(clock), luahost.WithCommands(s.Commands()...))
+				if err := form.load(h, s); err != nil {
+					b.Skip(err)
 				}
-				argvs[i], keys[i] = argv, c.Keys()
-			}
-			ctx := context.Background()
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				clock.Advance(time.Millisecond)
-				if _, err := h.EvalSHA(ctx, s.SHA1, keys[i%1000], argvs[i%1000]); err != nil {
-					b.Fatal(err)
+				argvs := make([][]string, 1000)
+				keys := make([][]string, 1000)
+				for i := range argvs {
+					c := Call{Op: OpCheck, Now: ServerTime}
+					for r, a := range st.algs {
+						c.Rules = append(c.Rules, Rule{
+							Key: fmt.Sprintf("bench:%d:%d", r, i), Algorithm: a, Cost: 1, Params: benchParams[a.Name], Lease: "l",
+						})
+					}
+					argv, err := c.Argv()
+					if err != nil {
+						b.Fatal(err)
+					}
+					argvs[i], keys[i] = argv, c.Keys()
 				}
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
-		})
+				ctx := context.Background()
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; b.Loop(); i++ {
+					clock.Advance(time.Millisecond)
+					if err := form.call(ctx, h, s, keys[i%1000], argvs[i%1000]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+			})
+		}
 	}
 }

@@ -306,6 +306,12 @@ func isNoScript(err error) bool {
 // services, the on_error = "local" fallback, and simulations on a virtual clock. It cannot
 // stall on a network, so the engine's decision deadline does not apply to it (luahost's own
 // script timeout stops a runaway script).
+//
+// Like Redis on a server with functions, it runs the script's library form with FCALL, so
+// the library's prelude and built-in algorithms are instantiated once per load, not on
+// every call; when the host does not know the function (a new host, FUNCTION FLUSH) it
+// loads the library, replacing any copy, and calls again. A Script without a library form
+// (no Function) runs with EVALSHA, loaded on NOSCRIPT.
 type Local struct {
 	h *luahost.Host
 	// seen is the host's eviction count last reported to a hook (evicted).
@@ -337,8 +343,22 @@ func (l *Local) evicted() uint64 {
 
 // Eval implements Backend.
 func (l *Local) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
+	if s.Function == "" {
+		return l.evalSHA(ctx, s, keys, argv)
+	}
+	v, err := l.h.FCall(ctx, s.Function, keys, argv)
+	if !isFunctionNotFound(err) {
+		return v, err
+	}
+	if _, err := l.h.FunctionLoad(s.Library, true); err != nil {
+		return nil, err
+	}
+	return l.h.FCall(ctx, s.Function, keys, argv)
+}
+
+func (l *Local) evalSHA(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
 	v, err := l.h.EvalSHA(ctx, s.SHA1, keys, argv)
-	if err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+	if err == nil || !isNoScript(err) {
 		return v, err
 	}
 	if _, err := l.h.Load(s.Source); err != nil {

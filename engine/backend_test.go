@@ -183,15 +183,23 @@ func TestEngineOnMiniredis(t *testing.T) {
 	}
 }
 
-// TestLocalReloadsAfterScriptFlush: the same contract on luahost.
-func TestLocalReloadsAfterScriptFlush(t *testing.T) {
+// TestLocalReloadsAfterFunctionFlush: the same contract on luahost, which runs the
+// library form: after FUNCTION FLUSH the next call loads the library again and finds the
+// key's state as the last call left it.
+func TestLocalReloadsAfterFunctionFlush(t *testing.T) {
 	clock := luahost.NewManualClock(time.Unix(1_800_000_000, 0))
 	h := luahost.New(luahost.WithClock(clock))
 	b := NewLocal(h)
 	evalCall(t, b, gcraCall("noscript", algorithms.ServerTime))
-	h.FlushScripts()
+	if _, err := h.Do(context.Background(), "FUNCTION", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
 	if r := evalCall(t, b, gcraCall("noscript", algorithms.ServerTime)); r.Rules[0].Remaining != 8 {
 		t.Fatalf("after flush: %+v", r)
+	}
+	list, err := h.Do(context.Background(), "FUNCTION", "LIST")
+	if err != nil || len(list.([]any)) != 1 {
+		t.Fatalf("FUNCTION LIST after the reload: %v, %v; want the one library", list, err)
 	}
 }
 

@@ -11,6 +11,16 @@
 //	sha, err := h.Load(script)
 //	reply, err := h.EvalSHA(ctx, sha, keys, args)
 //
+// Redis Functions work as on Redis 7.0: FunctionLoad runs a library's code once, in
+// Redis's load sandbox (its only global is a redis table with register_function, log,
+// the LOG_* levels and the version), and FCall calls a registered function, whose
+// upvalues live as long as its library, so a library instantiates what it needs once
+// rather than on every call as EVAL does. Do runs FCALL, FCALL_RO and FUNCTION LOAD,
+// DELETE, FLUSH and LIST.
+//
+//	name, err := h.FunctionLoad(library, true)
+//	reply, err := h.FCall(ctx, "myfunc", keys, args)
+//
 // Replies have the Go types go-redis gives for RESP2: int64, string, nil
 // (nil bulk) and []any; status replies are strings; error replies are
 // *ErrorReply errors (nested in an array, *ErrorReply elements).
@@ -99,6 +109,11 @@
 //   - HGETALL, HKEYS and HVALS list fields in insertion order, as Redis does
 //     for hashes of up to 128 fields and values of up to 64 bytes (listpack);
 //     bigger hashes keep that order where Redis lists its dict's order.
+//   - Functions: FUNCTION LIST lists libraries and their functions sorted by
+//     name, Redis in its hash tables' order; FUNCTION DUMP, RESTORE, STATS and
+//     KILL are missing. A library that registers two function names differing
+//     only in case is refused ("Function already exists in the library");
+//     Redis 7.0 loads it and can crash when the library is replaced.
 //   - redis.log, redis.debug and redis.set_repl do nothing; redis.breakpoint
 //     returns false; redis.REDIS_VERSION is "7.0.0".
 package luahost

@@ -37,6 +37,13 @@ type vm struct {
 	keys, argv   *lua.LTable // KEYS and ARGV, reused while scripts leave them alone
 	nkeys, nargv int
 
+	// Functions (see functions.go) see fenv, a read-only proxy whose metatable (fenvMeta)
+	// reads fglobals: the scripts' globals without KEYS and ARGV. While a library loads,
+	// fenvMeta reads loadGlobals instead, which hold only the load-time redis table.
+	fenv, fenvMeta, fglobals, loadGlobals *lua.LTable
+	runEnv                                *lua.LTable  // what loadstring compiles into: env or fenv
+	boxed                                 []lua.LValue // the last FCALL's keys and args as Lua strings (see argTable)
+
 	basePcall, coCreate, coWrap lua.LGFunction
 }
 
@@ -90,7 +97,7 @@ func (h *Host) initVM() {
 	g := L.NewTable()
 	v.globals = g
 	for _, name := range []string{
-		"assert", "ipairs", "rawequal", "select", "type", "unpack", "getmetatable",
+		"assert", "ipairs", "rawequal", "select", "unpack", "getmetatable",
 		"xpcall",
 	} {
 		g.RawSetString(name, gopher.RawGetString(name))
@@ -110,6 +117,7 @@ func (h *Host) initVM() {
 		"setmetatable":   v.luaSetmetatable,
 		"tonumber":       luaTonumber,
 		"tostring":       luaTostring,
+		"type":           luaType,
 		tostrGlobal:      luaConcatOperand,
 	})
 
@@ -158,6 +166,54 @@ func (h *Host) initVM() {
 
 	v.handler = L.NewFunction(v.luaErrorHandler)
 	L.Env = v.env
+	v.runEnv = v.env
+	v.initFunctionEnv(gmt)
+}
+
+// initFunctionEnv builds the globals of functions and of a library's load (see vm.fenv).
+// gmt is the metatable that makes reading a missing global an error.
+func (v *vm) initFunctionEnv(gmt *lua.LTable) {
+	L := v.L
+	redisLib := v.target(v.globals.RawGetString("redis").(*lua.LTable))
+
+	// Functions' redis lacks what only EVAL has (replicate_commands, and the debugger's
+	// breakpoint and debug).
+	fredis := L.NewTable()
+	redisLib.ForEach(func(k, val lua.LValue) {
+		switch k {
+		case lua.LString("replicate_commands"), lua.LString("breakpoint"), lua.LString("debug"):
+			return
+		}
+		fredis.RawSet(k, val)
+	})
+	fg := L.NewTable()
+	v.globals.ForEach(func(k, val lua.LValue) {
+		switch k {
+		case lua.LString("KEYS"), lua.LString("ARGV"), lua.LString("_G"), lua.LString("redis"):
+			return
+		}
+		fg.RawSet(k, val)
+	})
+	fg.RawSetString("redis", v.protect(fredis))
+	fg.Metatable = gmt
+	v.fglobals = fg
+	v.fenv = v.protect(fg)
+	v.fenvMeta = v.fenv.Metatable.(*lua.LTable)
+	fg.RawSetString("_G", v.fenv)
+
+	// At load time: redis.register_function, redis.log, the LOG_* levels and the version;
+	// reading anything else, in redis or outside, is the missing-global error.
+	lr := L.NewTable()
+	lr.RawSetString("register_function", L.NewFunction(v.h.luaRegisterFunction))
+	for _, name := range []string{"log", "LOG_DEBUG", "LOG_VERBOSE", "LOG_NOTICE", "LOG_WARNING", "REDIS_VERSION", "REDIS_VERSION_NUM"} {
+		lr.RawSetString(name, redisLib.RawGetString(name))
+	}
+	lr.Metatable = gmt
+	lg := L.NewTable()
+	lg.RawSetString("redis", v.protect(lr))
+	lg.RawSetString(tostrGlobal, v.globals.RawGetString(tostrGlobal))
+	lg.Metatable = gmt
+	v.loadGlobals = lg
 }
 
 // setFuncs stores Go functions in t.
@@ -284,8 +340,8 @@ func luaToString(v lua.LValue) string {
 // Redis prints it in "on <source>:<line>.": "@user_script" for scripts, the
 // code itself for a loadstring chunk (when its name was not truncated).
 func chunkSource(display string) string {
-	if display == chunkName {
-		return "@" + chunkName
+	if display == chunkName || display == functionChunkName {
+		return "@" + display
 	}
 	if inner, ok := strings.CutPrefix(display, `[string "`); ok {
 		if inner, ok := strings.CutSuffix(inner, `"]`); ok && !strings.HasSuffix(inner, "...") {

@@ -87,6 +87,10 @@ type Host struct {
 	vm      *vm
 	scripts map[string]*lua.LFunction
 
+	libraries map[string]*library  // by name, case-sensitive
+	functions map[string]*function // by lower-case name
+	loading   *library             // the library FUNCTION LOAD is running, nil otherwise
+
 	run runState
 }
 
@@ -99,6 +103,7 @@ type runState struct {
 	errLine   int
 	args      []string // reused buffer for redis.call arguments
 	dl        deadline
+	readOnly  bool // a no-writes function: write commands fail
 }
 
 // New returns a Host with an empty keyspace and no scripts.
@@ -119,6 +124,9 @@ func New(opts ...Option) *Host {
 		ks:      newKeyspace(),
 		rand:    newRedisRand(),
 		scripts: make(map[string]*lua.LFunction),
+
+		libraries: make(map[string]*library),
+		functions: make(map[string]*function),
 	}
 	if o.commands != nil {
 		h.allowed = make(map[*command]bool, len(o.commands))
@@ -223,6 +231,10 @@ func (h *Host) Eval(ctx context.Context, src string, keys, args []string) (any, 
 // same implementation scripts reach through redis.call, and returns its
 // reply as EvalSHA does. Unknown commands and wrong argument counts get
 // Redis's errors; the command allowlist and strict keys do not apply.
+//
+// Do also runs FCALL, FCALL_RO and FUNCTION LOAD [REPLACE], DELETE, FLUSH
+// [ASYNC|SYNC] and LIST [WITHCODE] [LIBRARYNAME pattern] as Redis 7.0 does
+// (see FunctionLoad and FCall; LIST sorts libraries and functions by name).
 func (h *Host) Do(ctx context.Context, args ...string) (any, error) {
 	if ctx != nil {
 		if err := ctx.Err(); err != nil {
@@ -234,6 +246,9 @@ func (h *Host) Do(ctx context.Context, args ...string) (any, error) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if r, ok := h.doFunction(ctx, args); ok {
+		return goReply(r)
+	}
 	cmd := findCommand(args[0])
 	if cmd == nil {
 		return nil, errorf(unknownCommandMessage(args))
@@ -322,15 +337,45 @@ func (h *Host) Dump(key string) (string, bool) {
 
 // runScript runs fn as script sha. h.mu is held.
 func (h *Host) runScript(ctx context.Context, sha string, fn *lua.LFunction, keys, args []string) (any, error) {
-	L := h.vm.L
 	h.vm.setArgs(keys, args)
-	start := h.clock.Now()
-	h.run.sha = sha
-	h.run.keys = keys
-	h.run.errSource, h.run.errLine = "", 0
-	h.cc.now = start.UnixMilli()
-	h.ks.beginRun(h.cc.now)
+	h.vm.L.Push(fn)
+	return h.exec(ctx, sha, keys, 0, h.vm.env, false)
+}
 
+// exec calls the function pushed on the Lua stack, below its nargs arguments, as the script
+// or function name with KEYS keys, loadstring compiling chunks into env, and returns its
+// reply. h.mu is held.
+func (h *Host) exec(ctx context.Context, name string, keys []string, nargs int, env *lua.LTable, readOnly bool) (any, error) {
+	L := h.vm.L
+	h.run.sha = name
+	h.run.keys = keys
+	h.run.readOnly = readOnly
+	h.run.errSource, h.run.errLine = "", 0
+	h.cc.now = h.clock.Now().UnixMilli()
+	h.ks.beginRun(h.cc.now)
+	h.vm.runEnv = env
+
+	watch := h.watch(ctx)
+	err := L.PCall(nargs, 1, h.vm.handler)
+	h.unwatch(watch)
+
+	h.run.keys = nil
+	h.run.readOnly = false
+	if err != nil {
+		return nil, h.scriptError(err)
+	}
+	ret := L.Get(-1)
+	L.Pop(1)
+	r := luaToReply(ret, 0)
+	if e, ok := r.(*ErrorReply); ok {
+		return nil, e
+	}
+	return r, nil
+}
+
+// watch puts the Lua state under the run's deadline, instruction limit and ctx, and
+// reports whether there is any to watch (then unwatch must follow the run).
+func (h *Host) watch(ctx context.Context) bool {
 	dl := &h.run.dl
 	*dl = deadline{}
 	if pd := ctx.Done(); pd != nil {
@@ -342,26 +387,15 @@ func (h *Host) runScript(ctx context.Context, sha string, fn *lua.LFunction, key
 	dl.limit = h.steps
 	watch := dl.pdone != nil || !dl.at.IsZero() || dl.limit > 0
 	if watch {
-		L.SetContext(dl)
+		h.vm.L.SetContext(dl)
 	}
+	return watch
+}
 
-	L.Push(fn)
-	err := L.PCall(0, 1, h.vm.handler)
-
+func (h *Host) unwatch(watch bool) {
 	if watch {
-		L.RemoveContext()
+		h.vm.L.RemoveContext()
 	}
-	h.run.keys = nil
-	if err != nil {
-		return nil, h.scriptError(err)
-	}
-	ret := L.Get(-1)
-	L.Pop(1)
-	r := luaToReply(ret, 0)
-	if e, ok := r.(*ErrorReply); ok {
-		return nil, e
-	}
-	return r, nil
 }
 
 // scriptError turns the error of a failed script run into the *ErrorReply
@@ -388,17 +422,21 @@ func (h *Host) scriptError(err error) *ErrorReply {
 	}
 	if derr := h.run.dl.err; derr != nil {
 		cause = derr
-		switch derr {
-		case ErrTimeout:
-			msg = "ERR Script killed by luahost: it ran past the " + h.timeout.String() + " deadline"
-		case ErrInstructionLimit:
-			msg = "ERR Script killed by luahost: it ran past " + strconv.FormatUint(h.steps, 10) + " Lua instructions"
-		default:
-			msg = "ERR Script stopped by its context: " + derr.Error()
-		}
+		msg = h.killedMessage(derr)
 	}
 	if h.run.errLine > 0 {
 		msg += " script: " + h.run.sha + ", on " + h.run.errSource + ":" + strconv.Itoa(h.run.errLine) + "."
 	}
 	return &ErrorReply{Msg: oneLine(msg), cause: cause}
+}
+
+// killedMessage says why a script was stopped: derr is the run's deadline error.
+func (h *Host) killedMessage(derr error) string {
+	switch derr {
+	case ErrTimeout:
+		return "ERR Script killed by luahost: it ran past the " + h.timeout.String() + " deadline"
+	case ErrInstructionLimit:
+		return "ERR Script killed by luahost: it ran past " + strconv.FormatUint(h.steps, 10) + " Lua instructions"
+	}
+	return "ERR Script stopped by its context: " + derr.Error()
 }

@@ -79,7 +79,7 @@ func luaTonumber(L *lua.LState) int {
 			return 1
 		case lua.LString:
 			if f, ok := luaStringToNumber(string(v)); ok {
-				L.Push(lua.LNumber(f))
+				L.Push(luaNumber(f))
 				return 1
 			}
 		}
@@ -91,7 +91,7 @@ func luaTonumber(L *lua.LState) int {
 		L.RaiseError("bad argument #2 to 'tonumber' (base out of range)")
 	}
 	if n, ok := strtoul(s, base); ok {
-		L.Push(lua.LNumber(float64(n)))
+		L.Push(luaNumber(float64(n)))
 	} else {
 		L.Push(lua.LNil)
 	}
@@ -233,7 +233,7 @@ func (v *vm) loadChunk(L *lua.LState, src, name string) int {
 		return 2
 	}
 	fn := L.NewFunctionFromProto(proto)
-	fn.Env = v.env
+	fn.Env = v.runEnv
 	L.Push(fn)
 	return 1
 }
@@ -242,7 +242,7 @@ func (v *vm) loadChunk(L *lua.LState, src, name string) int {
 func (v *vm) luaNext(L *lua.LState) int {
 	t := v.target(L.CheckTable(1))
 	k, val := t.Next(L.Get(2))
-	if t == v.globals && k == lua.LString(tostrGlobal) {
+	if (t == v.globals || t == v.fglobals) && k == lua.LString(tostrGlobal) {
 		k, val = t.Next(k) // the concatenation helper is not a global
 	}
 	if k == lua.LNil {
@@ -358,6 +358,7 @@ func (v *vm) luaSetmetatable(L *lua.LState) int {
 func (v *vm) initString(str *lua.LTable) {
 	L := v.L
 	v.setFuncs(str, map[string]lua.LGFunction{
+		"byte":   luaByte,
 		"char":   luaChar,
 		"format": luaFormat,
 		"lower":  luaLower,
@@ -369,7 +370,7 @@ func (v *vm) initString(str *lua.LTable) {
 	})
 	// Numbers passed where strings are expected become "%.14g" strings.
 	for name, pos := range map[string][]int{
-		"byte": {1}, "find": {1, 2}, "gmatch": {1, 2}, "gsub": {1, 2, 3}, "len": {1},
+		"find": {1, 2}, "gmatch": {1, 2}, "gsub": {1, 2, 3}, "len": {1},
 		"match": {1, 2}, "rep": {1}, "reverse": {1}, "sub": {1},
 	} {
 		orig := str.RawGetString(name).(*lua.LFunction)
@@ -381,6 +382,38 @@ func (v *vm) initString(str *lua.LTable) {
 	}
 	str.RawSetString("gfind", str.RawGetString("gmatch"))
 	str.RawSetString("__index", lua.LNil) // gopher-lua's string metatable; ours is separate
+}
+
+// luaByte is Lua 5.1's string.byte(s [, i [, j]]): the bytes s[i..j], with i 1 and j
+// i by default (gopher-lua's returns every byte from i on) and negative positions
+// counted from the end.
+func luaByte(L *lua.LState) int {
+	s := checkLuaString(L, 1)
+	l := int64(len(s))
+	posrelat := func(pos int64) int64 {
+		if pos < 0 {
+			pos += l + 1
+		}
+		return max(pos, 0)
+	}
+	i := int64(1)
+	if L.Get(2) != lua.LNil {
+		i = int64(checkLuaInt(L, 2, "byte"))
+	}
+	i = posrelat(i)
+	j := i
+	if L.Get(3) != lua.LNil {
+		j = posrelat(int64(checkLuaInt(L, 3, "byte")))
+	}
+	i = max(i, 1)
+	j = min(j, l)
+	if i > j {
+		return 0
+	}
+	for k := i; k <= j; k++ {
+		L.Push(smallInts[s[k-1]])
+	}
+	return int(j - i + 1)
 }
 
 // luaChar is Lua 5.1's string.char, which rejects values outside a byte.

@@ -384,6 +384,10 @@ var scriptCases = []scriptCase{
 	{name: "equality", src: `return {1 == 1.0, "1" == 1, {} == {}, nil == false}`},
 	{name: "tostring tiny", src: `return {tostring(1e-310), tostring(2^-1074), tostring(123.456e-10)}`},
 	{name: "concat numbers precision", src: `return {1/3 .. "", 100 .. "", -0.0 .. "", 2^63 .. "", 1e100 .. ""}`},
+	{name: "string.byte", src: `local function n(...) return select('#', ...) end
+return {n(string.byte("abc")), n(string.byte("abc", 1, -1)), n(string.byte("abc", 3, 2)), n(string.byte("", 1)),
+  n(string.byte("abc", -10, 10)), string.byte("abc", 2), string.byte("abc", -1), string.byte(123, 2),
+  string.byte("abc", "2"), string.byte("\255"), string.byte("abc", 0, 10)}`},
 	{name: "recursion", src: `local function f(n) if n == 0 then return 0 end return 1 + f(n - 1) end return f(5000)`},
 	{name: "syntax error eof", src: `return 1 +`, luaWording: true},
 	{name: "syntax error", src: `local x = = 1`, luaWording: true},

@@ -112,6 +112,9 @@ func (h *Host) scriptCommand(args []string) any {
 	if h.allowed != nil && !h.allowed[cmd] {
 		return errorf("ERR This Redis command is not allowed from script")
 	}
+	if h.run.readOnly && cmd.flags&flagWrite != 0 {
+		return errorf("ERR Write commands are not allowed from read-only scripts.")
+	}
 	if h.strict {
 		if k, ok := cmd.undeclaredKey(args, h.run.keys); ok {
 			return errorf("ERR luahost: script accessed key '" + k + "' that is not in KEYS (strict keys)")
@@ -126,7 +129,7 @@ func (h *Host) scriptCommand(args []string) any {
 func replyToLua(L *lua.LState, r any) lua.LValue {
 	switch r := r.(type) {
 	case int64:
-		return lua.LNumber(r)
+		return luaNumber(float64(r))
 	case string:
 		return lua.LString(r)
 	case nil:
@@ -174,7 +177,7 @@ func luaToReply(v lua.LValue, depth int) any {
 		if s, ok := v.RawGetString("ok").(lua.LString); ok {
 			return oneLine(string(s))
 		}
-		out := []any{}
+		out := make([]any, 0, v.Len())
 		for i := 1; ; i++ {
 			e := v.RawGetInt(i)
 			if e == lua.LNil {
