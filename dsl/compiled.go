@@ -966,48 +966,29 @@ func (c *progCompiler) index(x *hclsyntax.IndexExpr) *prog {
 func (t *progTable) index(key func(Request) (string, bool), def *prog) *prog {
 	switch t.typ {
 	case progString:
-		m := t.strs
 		var d func(Request) (string, bool)
 		if def != nil {
 			d = def.str
 		}
-		return &prog{typ: progString, str: func(q Request) (string, bool) {
-			k, ok := key(q)
-			v, found := m[k]
-			if d != nil {
-				dv, dok := d(q)
-				if !found {
-					v = dv
-				}
-				return v, ok && dok
-			}
-			return v, ok && found
-		}}
+		return &prog{typ: progString, str: lookupIn(t.strs, key, d)}
 	case progNumber:
-		m := t.nums
 		var d func(Request) (int64, bool)
 		if def != nil {
 			d = def.num
 		}
-		return &prog{typ: progNumber, num: func(q Request) (int64, bool) {
-			k, ok := key(q)
-			v, found := m[k]
-			if d != nil {
-				dv, dok := d(q)
-				if !found {
-					v = dv
-				}
-				return v, ok && dok
-			}
-			return v, ok && found
-		}}
+		return &prog{typ: progNumber, num: lookupIn(t.nums, key, d)}
 	}
-	m := t.bools
 	var d func(Request) (bool, bool)
 	if def != nil {
 		d = def.bln
 	}
-	return &prog{typ: progBool, bln: func(q Request) (bool, bool) {
+	return &prog{typ: progBool, bln: lookupIn(t.bools, key, d)}
+}
+
+// lookupIn returns the element of m at key, or d's value when it is missing (d nil: not
+// ok when it is missing).
+func lookupIn[T any](m map[string]T, key func(Request) (string, bool), d func(Request) (T, bool)) func(Request) (T, bool) {
+	return func(q Request) (T, bool) {
 		k, ok := key(q)
 		v, found := m[k]
 		if d != nil {
@@ -1018,5 +999,5 @@ func (t *progTable) index(key func(Request) (string, bool), def *prog) *prog {
 			return v, ok && dok
 		}
 		return v, ok && found
-	}}
+	}
 }
