@@ -341,6 +341,16 @@ func (l *Local) evicted() uint64 {
 	}
 }
 
+// load loads s into the host ahead of its first call, so that compiling the script is not
+// paid inside a decision's deadline. A call loads it anyway when the host has lost it.
+func (l *Local) load(s *algorithms.Script) {
+	if s.Function == "" {
+		_, _ = l.h.Load(s.Source)
+		return
+	}
+	_, _ = l.h.FunctionLoad(s.Library, true)
+}
+
 // Eval implements Backend.
 func (l *Local) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
 	if s.Function == "" {

@@ -366,7 +366,9 @@ func (e *Engine) localBackend() Backend {
 	e.loadLocal.Do(func() {
 		if e.local == nil {
 			opts := append([]luahost.Option{luahost.WithClock(clockFunc(e.clock))}, e.localOpts...)
-			e.local = NewLocal(luahost.New(opts...))
+			l := NewLocal(luahost.New(opts...))
+			l.load(e.plan.Script())
+			e.local = l
 		}
 	})
 	return e.local

@@ -150,6 +150,9 @@ func New(backend Backend, plan *Plan, opts ...Option) *Engine {
 		o(e)
 	}
 	e.br.changed = func(from, to BreakerState) { e.breakerChanged("", from, to) }
+	if l, ok := backend.(*Local); ok && plan != nil {
+		l.load(plan.Script())
+	}
 	if r, ok := backend.(*Redis); ok && r.detach && e.timeout > 0 {
 		e.log.Warn("rlctl: the Redis client does not end calls at their context's deadline; " +
 			"the engine returns at its deadline anyway, but each abandoned call keeps a connection " +
