@@ -483,38 +483,24 @@ func (c *progCompiler) conditional(x *hclsyntax.ConditionalExpr) *prog {
 	cf := cond.bln
 	switch t.typ {
 	case progString:
-		tf, ff := t.str, f.str
-		return &prog{typ: progString, str: func(q Request) (string, bool) {
-			a, ok1 := tf(q)
-			b, ok2 := ff(q)
-			k, ok3 := cf(q)
-			if k {
-				return a, ok1 && ok2 && ok3
-			}
-			return b, ok1 && ok2 && ok3
-		}}
+		return &prog{typ: progString, str: choose(cf, t.str, f.str)}
 	case progNumber:
-		tf, ff := t.num, f.num
-		return &prog{typ: progNumber, num: func(q Request) (int64, bool) {
-			a, ok1 := tf(q)
-			b, ok2 := ff(q)
-			k, ok3 := cf(q)
-			if k {
-				return a, ok1 && ok2 && ok3
-			}
-			return b, ok1 && ok2 && ok3
-		}}
+		return &prog{typ: progNumber, num: choose(cf, t.num, f.num)}
 	}
-	tf, ff := t.bln, f.bln
-	return &prog{typ: progBool, bln: func(q Request) (bool, bool) {
-		a, ok1 := tf(q)
-		b, ok2 := ff(q)
-		k, ok3 := cf(q)
+	return &prog{typ: progBool, bln: choose(cf, t.bln, f.bln)}
+}
+
+// choose returns cond ? a : b, evaluating all three as HCL does: ok only when each is.
+func choose[T any](cond func(Request) (bool, bool), a, b func(Request) (T, bool)) func(Request) (T, bool) {
+	return func(q Request) (T, bool) {
+		x, ok1 := a(q)
+		y, ok2 := b(q)
+		k, ok3 := cond(q)
 		if k {
-			return a, ok1 && ok2 && ok3
+			return x, ok1 && ok2 && ok3
 		}
-		return b, ok1 && ok2 && ok3
-	}}
+		return y, ok1 && ok2 && ok3
+	}
 }
 
 // template compiles a string template: its parts converted to strings and concatenated,
