@@ -58,6 +58,9 @@ func (f *fakeBackend) failWith(fn func(ctx context.Context, argv []string) error
 	f.mu.Unlock()
 }
 
+// load loads the script into the inner host, as New does for a Local.
+func (f *fakeBackend) load(s *algorithms.Script) { f.inner.load(s) }
+
 func newFake(clock *frozen) *fakeBackend {
 	return &fakeBackend{inner: NewLocal(luahost.New(luahost.WithClock(clockFunc(clock.now))))}
 }

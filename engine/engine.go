@@ -150,7 +150,7 @@ func New(backend Backend, plan *Plan, opts ...Option) *Engine {
 		o(e)
 	}
 	e.br.changed = func(from, to BreakerState) { e.breakerChanged("", from, to) }
-	if l, ok := backend.(*Local); ok && plan != nil {
+	if l, ok := backend.(loader); ok && plan != nil {
 		l.load(plan.Script())
 	}
 	if r, ok := backend.(*Redis); ok && r.detach && e.timeout > 0 {
@@ -375,6 +375,10 @@ func (e *Engine) groups(rules []pending) []group {
 	}
 	return gs
 }
+
+// loader is a backend that can load a script ahead of its first call (an in-process one,
+// where compiling the script would otherwise be paid inside a decision's deadline).
+type loader interface{ load(*algorithms.Script) }
 
 // decisionWith is a Decision and room for the rules of most requests, allocated together.
 type decisionWith struct {
