@@ -258,7 +258,7 @@ func TestRedisRejectsMalformedCalls(t *testing.T) {
 func TestLuahostRetryAfter(t *testing.T) {
 	s := Default()
 	clock := luahost.NewManualClock(time.UnixMicro(0))
-	h := luahost.New(luahost.WithClock(clock), luahost.WithCommands(s.Commands()...))
+	h := luahost.New(luahost.WithTimeout(0), luahost.WithInstructionLimit(1e9), luahost.WithClock(clock), luahost.WithCommands(s.Commands()...))
 	if _, err := h.Load(s.Source); err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestGcraReadsAnOldLayoutAsEmpty(t *testing.T) {
 	ex := loadRedis(t)
 	ctx := context.Background()
 	clock := luahost.NewManualClock(time.UnixMicro(call.Now))
-	h := luahost.New(luahost.WithClock(clock), luahost.WithCommands(s.Commands()...))
+	h := luahost.New(luahost.WithTimeout(0), luahost.WithInstructionLimit(1e9), luahost.WithClock(clock), luahost.WithCommands(s.Commands()...))
 	if _, err := h.Load(s.Source); err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func TestPositionMapsEveryLine(t *testing.T) {
 // as it was.
 func TestLocateRuntimeError(t *testing.T) {
 	s := withCareless(t)
-	h := luahost.New(luahost.WithCommands(s.Commands()...))
+	h := luahost.New(luahost.WithTimeout(0), luahost.WithInstructionLimit(1e9), luahost.WithCommands(s.Commands()...))
 	if _, err := h.Load(s.Source); err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func zsetHosts(t *testing.T) []zsetHost {
 		}
 	}
 	clock := luahost.NewManualClock(time.UnixMicro(0))
-	h := luahost.New(luahost.WithClock(clock), luahost.WithCommands(Default().Commands()...))
+	h := luahost.New(luahost.WithTimeout(0), luahost.WithInstructionLimit(1e9), luahost.WithClock(clock), luahost.WithCommands(Default().Commands()...))
 	for _, s := range scripts {
 		if _, err := h.Load(s.Source); err != nil {
 			t.Fatal(err)
@@ -280,7 +280,7 @@ func (e upgradeExec) run(calls []Call) ([]Reply, error) {
 		return append(before, after...), err
 	}
 	clock := luahost.NewManualClock(time.UnixMicro(0))
-	h := luahost.New(luahost.WithClock(clock), luahost.WithCommands(e.cur.Commands()...))
+	h := luahost.New(luahost.WithTimeout(0), luahost.WithInstructionLimit(1e9), luahost.WithClock(clock), luahost.WithCommands(e.cur.Commands()...))
 	for _, s := range []*Script{e.old, e.cur} {
 		if _, err := h.Load(s.Source); err != nil {
 			return nil, err

@@ -79,7 +79,7 @@ func TestPluginWrongShapeReply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := luahost.New(luahost.WithCommands(s.Commands()...))
+		h := luahost.New(luahost.WithTimeout(0), luahost.WithInstructionLimit(1e9), luahost.WithCommands(s.Commands()...))
 		c := &Call{Op: OpCheck, Now: 1_764_472_786_000_000, Rules: []Rule{{Key: "k", Algorithm: plugin, Cost: 1, Params: []int64{5}}}}
 		argv, err := c.Argv()
 		if err != nil {

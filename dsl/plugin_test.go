@@ -27,7 +27,7 @@ func TestAllowedCommandsAreLuahosts(t *testing.T) {
 	if !slices.IsSorted(allowedCommands) || len(allowedCommands) == 0 {
 		t.Errorf("allowedCommands not sorted or empty: %v", allowedCommands)
 	}
-	h := luahost.New(luahost.WithStrictKeys(false))
+	h := luahost.New(luahost.WithTimeout(0), luahost.WithInstructionLimit(1e9), luahost.WithStrictKeys(false))
 	for _, c := range allowedCommands {
 		if !slices.Contains(implemented, c) {
 			t.Errorf("%s is allowed; luahost does not implement it", c)
@@ -158,7 +158,7 @@ algorithm "window_s" {
 				t.Fatal(err)
 			}
 			clock := luahost.NewManualClock(time.UnixMilli(1764472786000))
-			h := luahost.New(luahost.WithClock(clock), luahost.WithCommands(script.Commands()...))
+			h := luahost.New(luahost.WithTimeout(0), luahost.WithInstructionLimit(1e9), luahost.WithClock(clock), luahost.WithCommands(script.Commands()...))
 			if _, err := h.Load(script.Source); err != nil {
 				t.Fatal(err)
 			}

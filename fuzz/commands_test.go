@@ -815,7 +815,7 @@ func (s *servers) run(ctx context.Context, tr []command) ([]mismatch, string, er
 	start := time.Now()
 	now := start.Truncate(time.Millisecond)
 	s.mr.SetTime(now)
-	h := luahost.New(luahost.WithClock(luahost.NewManualClock(now)), luahost.WithStrictKeys(false))
+	h := luahost.New(luahost.WithTimeout(0), luahost.WithInstructionLimit(1e9), luahost.WithClock(luahost.NewManualClock(now)), luahost.WithStrictKeys(false))
 	want, err := runRedis(ctx, s.rdb, tr)
 	if err != nil {
 		return nil, "", fmt.Errorf("redis: %v", err)

@@ -24,7 +24,7 @@ import (
 // call runs whatever its context says.
 func TestFaultBackend(t *testing.T) {
 	clock := luahost.NewManualClock(Epoch)
-	host := luahost.New(luahost.WithClock(clock))
+	host := luahost.New(luahost.WithTimeout(0), luahost.WithInstructionLimit(1e9), luahost.WithClock(clock))
 	origin := Epoch.UnixMicro()
 	faults := []*dsl.Fault{
 		{Kind: dsl.FaultStall, At: 1 * time.Second, For: time.Second},
