@@ -59,7 +59,15 @@ type Redis struct {
 	detach bool
 	// retries: the client resends failed commands.
 	retries bool
+	// loads counts the times a server did not hold the script and was sent it.
+	loads atomic.Uint64
 }
+
+// ScriptLoads reports how many times a server answered that it did not hold the engine's
+// script (a new or restarted server, FUNCTION FLUSH, SCRIPT FLUSH, a failover to a
+// replica that never ran it) and the backend sent it the script. A count that keeps rising
+// is a server losing its scripts: each such call pays a round trip and a compile.
+func (r *Redis) ScriptLoads() uint64 { return r.loads.Load() }
 
 // RedisOption configures a Redis backend.
 type RedisOption func(*Redis)
@@ -239,6 +247,7 @@ func (r *Redis) eval(ctx context.Context, s *algorithms.Script, keys, argv []str
 	if r.fc != nil && !r.evalOnly.Load() && len(keys) > 0 {
 		v, err := r.fc.FCall(ctx, s.Function, keys, args...).Result()
 		if isFunctionNotFound(err) {
+			r.loads.Add(1)
 			if err = r.fc.loadOn(ctx, keys[0], s.Library); err == nil {
 				return r.fc.FCall(ctx, s.Function, keys, args...).Result()
 			}
@@ -252,6 +261,7 @@ func (r *Redis) eval(ctx context.Context, s *algorithms.Script, keys, argv []str
 	if err == nil || !isNoScript(err) {
 		return v, err
 	}
+	r.loads.Add(1)
 	return r.c.Eval(ctx, s.Source, keys, args...).Result()
 }
 

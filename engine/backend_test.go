@@ -112,6 +112,9 @@ func TestRedisRunsTheLibrary(t *testing.T) {
 	if ok, _ := rdb.ScriptExists(ctx, s.SHA1).Result(); ok[0] {
 		t.Error("the backend also loaded the EVAL form")
 	}
+	if n := b.ScriptLoads(); n != 1 {
+		t.Errorf("ScriptLoads after the first call = %d, want 1", n)
+	}
 	for i := range 2 {
 		if err := rdb.FunctionFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
@@ -126,6 +129,10 @@ func TestRedisRunsTheLibrary(t *testing.T) {
 	}
 	if b.evalOnly.Load() {
 		t.Error("the backend fell back to EVALSHA on a server with functions")
+	}
+	evalCall(t, b, gcraCall("lib", algorithms.ServerTime))
+	if n := b.ScriptLoads(); n != 4 {
+		t.Errorf("ScriptLoads = %d, want 4 (first call, two flushes, a restart)", n)
 	}
 }
 
