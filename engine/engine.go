@@ -214,6 +214,9 @@ type RuleResult struct {
 	// (capacity × period / rate), 0 for concurrency.
 	Window time.Duration
 	Key    string // the Redis key
+	// Request indexes AllowAll's requests: the one this rule applied to (0 for Allow,
+	// AllowN and Peek).
+	Request int
 
 	evaluated bool
 	cost      int64 // what this request asked of the rule
@@ -250,9 +253,86 @@ func (e *Engine) Peek(ctx context.Context, r dsl.Request) (*Decision, error) {
 	return e.decide(ctx, r, 0)
 }
 
+// AllowAll decides several requests as one, as a gateway asks about the several
+// descriptors of one client request: every rule that applies to any of them is checked in
+// the same atomic call (one per hash slot on a cluster, compensated as for Allow), and
+// either all are charged or, when any enforcing rule denies, none is. ns[i] is request i's
+// units, as AllowN's n (0 peeks at it); ns nil means 1 each. The Decision lists each
+// request's rules in request order, RuleResult.Request saying whose. A rule and key that
+// several requests share is one counter: it is checked once, charged their units together,
+// and its result is listed under each of them.
+func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*Decision, error) {
+	if ns != nil && len(ns) != len(rs) {
+		return nil, fmt.Errorf("%w: %d requests but %d costs", ErrRequest, len(rs), len(ns))
+	}
+	var all []pending
+	charging := false
+	for i, r := range rs {
+		n := int64(1)
+		if ns != nil {
+			n = ns[i]
+		}
+		if n < 0 {
+			return nil, fmt.Errorf("%w: request %d: negative cost %d", ErrRequest, i, n)
+		}
+		charging = charging || n > 0
+		var err error
+		if all, err = e.collect(r, n, i, all); err != nil {
+			if len(rs) > 1 {
+				return nil, fmt.Errorf("request %d: %w", i, err)
+			}
+			return nil, err
+		}
+	}
+	uniq, fan, err := merge(all)
+	if err != nil {
+		return nil, err
+	}
+	return e.run(ctx, all, uniq, fan, charging)
+}
+
+// merge folds the rules of several requests that share a key into one, charged the sum of
+// their costs. fan[i] indexes uniq with all[i]'s rule; fan is nil when no key repeats
+// (uniq is then all).
+func merge(all []pending) (uniq []pending, fan []int, err error) {
+	if len(all) < 2 || all[len(all)-1].req == 0 {
+		return all, nil, nil // one request's rules have keys of their own
+	}
+	seen := make(map[string]int, len(all))
+	for i := range all {
+		k := all[i].call.Key
+		if _, ok := seen[k]; ok {
+			fan = make([]int, len(all))
+			break
+		}
+		seen[k] = i
+	}
+	if fan == nil {
+		return all, nil, nil
+	}
+	clear(seen)
+	uniq = make([]pending, 0, len(all))
+	for i := range all {
+		k := all[i].call.Key
+		u, ok := seen[k]
+		if !ok {
+			seen[k], fan[i] = len(uniq), len(uniq)
+			uniq = append(uniq, all[i])
+			continue
+		}
+		c := &uniq[u].call
+		if all[i].call.Cost > algorithms.MaxInt-c.Cost {
+			return nil, nil, fmt.Errorf("%w: policy %q rule %q: the requests' costs together are too large", ErrRequest, all[i].policy.Name, all[i].rule.Name)
+		}
+		c.Cost += all[i].call.Cost
+		fan[i] = u
+	}
+	return uniq, fan, nil
+}
+
 // Reset deletes the state of every rule that applies to r, as if it had never been seen.
 func (e *Engine) Reset(ctx context.Context, r dsl.Request) error {
-	rules, err := e.collect(r, 0)
+	rules, err := e.collect(r, 0, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -272,11 +352,12 @@ type pending struct {
 	rule   *dsl.Rule
 	call   algorithms.Rule
 	client bool // client clock
+	req    int  // the request's index in AllowAll
 }
 
-// collect evaluates the plan for r: every applicable rule with its key, cost and params.
-func (e *Engine) collect(r dsl.Request, n int64) ([]pending, error) {
-	var out []pending
+// collect evaluates the plan for r, request number req of a batch: it appends to out every
+// applicable rule with its key, cost and params.
+func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) ([]pending, error) {
 	var buf []byte
 	for _, p := range e.plan.policies {
 		if p.Match != nil {
@@ -331,7 +412,7 @@ func (e *Engine) collect(r dsl.Request, n int64) ([]pending, error) {
 			if hasLease(ru.Algorithm) {
 				c.Lease = e.leasePrefix + strconv.FormatUint(e.leaseSeq.Add(1), 36)
 			}
-			out = append(out, pending{policy: p, rule: ru, call: c, client: p.Clock == dsl.ClockClient})
+			out = append(out, pending{policy: p, rule: ru, call: c, client: p.Clock == dsl.ClockClient, req: req})
 		}
 	}
 	return out, nil
@@ -398,30 +479,52 @@ func newDecision(n int) *Decision {
 }
 
 func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision, error) {
-	rules, err := e.collect(r, n)
+	rules, err := e.collect(r, n, 0, nil)
 	if err != nil {
 		return nil, err
 	}
-	d := newDecision(len(rules))
-	for i := range rules {
-		w, ok := e.plan.windows[rules[i].rule]
+	return e.run(ctx, rules, rules, nil, n > 0)
+}
+
+// run decides the rules of one or more requests: all, and the same with shared keys
+// merged, uniq (fan maps all to uniq; nil when they are the same). charging: some rule
+// is charged (not a peek).
+func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, charging bool) (*Decision, error) {
+	d := newDecision(len(all))
+	for i := range all {
+		w, ok := e.plan.windows[all[i].rule]
 		if !ok {
-			w = window(&rules[i].call)
+			w = window(&all[i].call)
+		}
+		cost := all[i].call.Cost
+		if fan != nil {
+			cost = uniq[fan[i]].call.Cost
 		}
 		d.Rules[i] = RuleResult{
-			Policy: rules[i].policy.Name, Rule: rules[i].rule.Name, Algorithm: rules[i].call.Algorithm.Name,
-			Shadow: rules[i].call.Shadow, Allowed: true, Key: rules[i].call.Key, Window: w,
-			cost: rules[i].call.Cost,
+			Policy: all[i].policy.Name, Rule: all[i].rule.Name, Algorithm: all[i].call.Algorithm.Name,
+			Shadow: all[i].call.Shadow, Allowed: true, Key: all[i].call.Key, Window: w,
+			Request: all[i].req, cost: cost,
 		}
 	}
-	if len(rules) == 0 {
+	if len(all) == 0 {
 		d.Source = FromNoRules
 		e.decided(d)
 		return d, nil
 	}
+	// results holds a verdict per rule of uniq: d.Rules itself unless keys were merged.
+	rules, results := uniq, d.Rules
+	if fan != nil {
+		results = make([]RuleResult, len(uniq))
+	}
 	sent := e.clock()
-	if n > 0 && e.cache != nil {
+	if charging && e.cache != nil {
 		if res, ok := e.cache.lookup(rules, sent); ok {
+			for i := range rules {
+				if rules[i].call.Key == res.Key {
+					res.Request = rules[i].req
+					break
+				}
+			}
 			d.Rules = []RuleResult{res}
 			d.Allowed, d.Decider, d.RetryAfter, d.Source = false, 0, res.RetryAfter, FromCache
 			e.decided(d)
@@ -448,8 +551,8 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 			d.Source, d.Err = res.src, res.err
 		}
 		for k, i := range g.idx {
-			d.Rules[i].evaluated = true
-			rr := &d.Rules[i]
+			rr := &results[i]
+			rr.evaluated = true
 			res := rep.Rules[k]
 			rr.Allowed, rr.Limit, rr.Remaining = res.Allowed, res.Limit, res.Remaining
 			rr.RetryAfter, rr.ResetAfter = usToDuration(res.RetryAfter), usToDuration(res.ResetAfter)
@@ -480,6 +583,13 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 			}
 		}
 	}
+	if fan != nil {
+		for j := range d.Rules {
+			r, rr := &results[fan[j]], &d.Rules[j]
+			rr.evaluated, rr.Allowed, rr.Limit, rr.Remaining = r.evaluated, r.Allowed, r.Limit, r.Remaining
+			rr.RetryAfter, rr.ResetAfter = r.RetryAfter, r.ResetAfter
+		}
+	}
 	if !d.Allowed {
 		// Cluster compensation: groups already charged give their charge back.
 		e.refund(ctx, done)
@@ -500,7 +610,7 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 				}
 			}
 		}
-		if e.cache != nil && n > 0 && d.Source == FromBackend {
+		if e.cache != nil && charging && d.Source == FromBackend {
 			for i := range d.Rules {
 				rr := d.Rules[i]
 				if !rr.Allowed && !rr.Shadow && rr.RetryAfter > 0 && rr.Algorithm != "concurrency" {
