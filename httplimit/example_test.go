@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"net/http"
@@ -67,4 +68,39 @@ policy "api" {
 	//   RateLimit-Policy: "api.per_ip";q=2;w=60
 	//   RateLimit: "api.per_ip";r=0;t=30
 	//   Retry-After: 30
+}
+
+// Headers gives a service that decides outside the middleware the same fields, here for a
+// decision on two requests at once.
+func ExampleHeaders() {
+	cfg, diags := dsl.Parse(map[string][]byte{"edge.hcl": []byte(`
+policy "edge" {
+  rule "per_ip" {
+    algorithm = "fixed_window"
+    key       = request.remote_address
+    limit     = 1
+    window    = "10s"
+  }
+}`)})
+	if diags.HasErrors() {
+		log.Fatal(diags)
+	}
+	plan, err := engine.Compile(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	clock := luahost.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	e := engine.New(engine.NewLocal(luahost.New(luahost.WithClock(clock))), plan)
+	for range 2 {
+		d, err := e.Allow(context.Background(), engine.Attrs{"remote_address": "198.51.100.7"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		h := http.Header{}
+		httplimit.Headers(h, d, httplimit.WithLegacyHeaders())
+		fmt.Println(d.Allowed, h.Get("RateLimit"), h.Get("Retry-After"), h.Get("X-RateLimit-Remaining"))
+	}
+	// Output:
+	// true "edge.per_ip";r=0;t=10  0
+	// false "edge.per_ip";r=0;t=10 10 0
 }

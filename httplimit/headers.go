@@ -231,3 +231,17 @@ func (c *config) appendPK(b []byte, rr *engine.RuleResult) []byte {
 	b = base64.StdEncoding.AppendEncode(b, m.Sum(sum[:0])[:pkBytes])
 	return append(b, ':')
 }
+
+// Headers writes to h the fields Middleware sets for d: RateLimit-Policy and RateLimit for
+// the enforcing rules that applied, Retry-After when d denies, and the X-RateLimit fields
+// with WithLegacyHeaders. Of opts only those that shape the fields count (WithAllRules,
+// WithShortNames, WithLegacyHeaders, WithPartitionKeys). It is for servers that decide
+// outside Middleware, such as a gateway's rate limit service returning headers for the
+// gateway to add.
+func Headers(h http.Header, d *engine.Decision, opts ...Option) {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	c.setHeaders(h, d)
+}
