@@ -178,6 +178,26 @@ const (
 	FromNoRules                // no rule applied to the request
 )
 
+// String is the source's name in metrics and APIs: backend, local, fail_open, fail_deny,
+// cache or no_rules.
+func (s Source) String() string {
+	switch s {
+	case FromBackend:
+		return "backend"
+	case FromLocal:
+		return "local"
+	case FromFailOpen:
+		return "fail_open"
+	case FromFailDeny:
+		return "fail_deny"
+	case FromCache:
+		return "cache"
+	case FromNoRules:
+		return "no_rules"
+	}
+	return "Source(" + strconv.Itoa(int(s)) + ")"
+}
+
 // Decision is the engine's answer for one request.
 type Decision struct {
 	Allowed bool
@@ -195,6 +215,9 @@ type Decision struct {
 
 	held []heldLease // concurrency leases taken, for Release
 }
+
+// Holds reports whether d holds concurrency leases for Release to give back.
+func (d *Decision) Holds() bool { return len(d.held) > 0 }
 
 // Never is Decision.RetryAfter and RuleResult.RetryAfter for a request whose cost exceeds a
 // rule's capacity: no wait will let it pass.

@@ -1,0 +1,196 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/httplimit"
+)
+
+// RegisterGRPC registers Envoy's rate limit service (envoy.service.ratelimit.v3) on g.
+//
+// One ShouldRateLimit is one decision: each descriptor is a request of engine.AllowAll,
+// so the rules of all the descriptors are charged together or, when one denies, not at
+// all. A descriptor's request has the attributes
+//
+//	domain       the request's domain
+//	descriptor   the descriptor's entry keys in order, joined by "." (remote_address, generic_key.path)
+//	<key>        each entry's value by its key (the first entry of that key)
+//
+// Its cost is the descriptor's hits_addend when set, else the request's, else 1. The
+// response has the overall code, one status per descriptor (OVER_LIMIT when one of its
+// enforcing rules denied; shadow rules never do, as in envoyproxy/ratelimit's shadow
+// mode), each with the descriptor's closest limit: its limit, what remains, and the time
+// until it resets (until the request may pass, when denied). Unless Config.OmitHeaders,
+// the response carries the RateLimit-Policy, RateLimit and (when denied) Retry-After
+// fields for Envoy to add to the client's response.
+//
+// A descriptor with is_negative_hits is refused (InvalidArgument): rlctl gives capacity
+// back only for concurrency leases. A request a policy cannot evaluate is InvalidArgument;
+// a backend failure that its policy's on_error does not cover is Unavailable, which Envoy
+// treats by its failure_mode_deny.
+func (s *Server) RegisterGRPC(g *grpc.Server) {
+	rlsv3.RegisterRateLimitServiceServer(g, rls{s: s})
+}
+
+type rls struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	s *Server
+}
+
+// descriptor is one of a ShouldRateLimit's descriptors as a dsl.Request.
+type descriptor struct {
+	domain  string
+	entries []*ratelimitv3.RateLimitDescriptor_Entry
+	keys    string
+}
+
+func (d *descriptor) Attr(name string) string {
+	switch name {
+	case "domain":
+		return d.domain
+	case "descriptor":
+		return d.keys
+	}
+	for _, e := range d.entries {
+		if e.GetKey() == name {
+			return e.GetValue()
+		}
+	}
+	return ""
+}
+
+func (r rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if len(req.GetDescriptors()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "rlctl: the request has no descriptors")
+	}
+	base := int64(req.GetHitsAddend())
+	if base == 0 {
+		base = 1
+	}
+	ds := make([]descriptor, len(req.GetDescriptors()))
+	rs := make([]dsl.Request, len(ds))
+	ns := make([]int64, len(ds))
+	for i, d := range req.GetDescriptors() {
+		if d.GetIsNegativeHits() {
+			return nil, status.Errorf(codes.InvalidArgument, "rlctl: descriptor %d: is_negative_hits is not supported (rlctl gives capacity back only for concurrency leases)", i)
+		}
+		keys := make([]string, len(d.GetEntries()))
+		for j, e := range d.GetEntries() {
+			keys[j] = e.GetKey()
+		}
+		ds[i] = descriptor{domain: req.GetDomain(), entries: d.GetEntries(), keys: strings.Join(keys, ".")}
+		rs[i] = &ds[i]
+		ns[i] = base
+		if h := d.GetHitsAddend(); h != nil {
+			ns[i] = int64(min(h.GetValue(), math.MaxInt64))
+		}
+	}
+	e := r.s.Engine()
+	dec, err := e.AllowAll(ctx, rs, ns)
+	if err != nil {
+		if errors.Is(err, engine.ErrRequest) {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	if dec.Holds() {
+		// Envoy never calls back when its request ends: a lease would be held to its ttl.
+		_ = e.Release(ctx, dec)
+	}
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
+	if !dec.Allowed {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	for i := range ds {
+		resp.Statuses[i] = descriptorStatus(dec, i)
+	}
+	if !r.s.omitHeaders {
+		h := http.Header{}
+		httplimit.Headers(h, dec)
+		for _, k := range []string{"Ratelimit-Policy", "Ratelimit", "Retry-After"} {
+			if v := h.Get(k); v != "" {
+				resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: headerName[k], Value: v})
+			}
+		}
+	}
+	return resp, nil
+}
+
+// headerName is how the fields are written to Envoy, in lower case as HTTP/2 has them.
+var headerName = map[string]string{"Ratelimit-Policy": "ratelimit-policy", "Ratelimit": "ratelimit", "Retry-After": "retry-after"}
+
+// descriptorStatus is descriptor i's status: OVER_LIMIT when one of its enforcing rules
+// denied, with its closest counted rule as the current limit: the first that denied, else
+// the enforcing one with the least remaining, else a shadow rule (which, as in
+// envoyproxy/ratelimit's shadow mode, reports its limit and remaining but is never
+// OVER_LIMIT).
+func descriptorStatus(d *engine.Decision, i int) *rlsv3.RateLimitResponse_DescriptorStatus {
+	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	var pick *engine.RuleResult
+	for k := range d.Rules {
+		rr := &d.Rules[k]
+		if rr.Request != i || rr.Limit <= 0 {
+			continue
+		}
+		if !rr.Allowed && !rr.Shadow {
+			if st.Code == rlsv3.RateLimitResponse_OK {
+				st.Code, pick = rlsv3.RateLimitResponse_OVER_LIMIT, rr
+			}
+			continue
+		}
+		// An enforcing rule is the closer limit; a shadow rule shows when it is the only one.
+		if st.Code == rlsv3.RateLimitResponse_OK && (pick == nil || pick.Shadow && !rr.Shadow || pick.Shadow == rr.Shadow && rr.Remaining < pick.Remaining) {
+			pick = rr
+		}
+	}
+	if pick == nil {
+		return st
+	}
+	st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
+		Name:            pick.Policy + "." + pick.Rule,
+		RequestsPerUnit: uint32(min(pick.Limit, math.MaxUint32)),
+		Unit:            unitOf(pick.Window),
+	}
+	st.LimitRemaining = uint32(min(max(pick.Remaining, 0), math.MaxUint32))
+	reset := pick.ResetAfter
+	if !pick.Allowed {
+		reset = pick.RetryAfter
+	}
+	if reset != engine.Never {
+		st.DurationUntilReset = durationpb.New(reset)
+	}
+	return st
+}
+
+// unitOf is the Envoy unit a rule's window is exactly, or UNKNOWN (a 10s window, a bucket
+// whose refill time is not a whole unit, a concurrency limit).
+func unitOf(w time.Duration) rlsv3.RateLimitResponse_RateLimit_Unit {
+	switch w {
+	case time.Second:
+		return rlsv3.RateLimitResponse_RateLimit_SECOND
+	case time.Minute:
+		return rlsv3.RateLimitResponse_RateLimit_MINUTE
+	case time.Hour:
+		return rlsv3.RateLimitResponse_RateLimit_HOUR
+	case 24 * time.Hour:
+		return rlsv3.RateLimitResponse_RateLimit_DAY
+	case 7 * 24 * time.Hour:
+		return rlsv3.RateLimitResponse_RateLimit_WEEK
+	}
+	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
+}

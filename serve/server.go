@@ -1,0 +1,171 @@
+package serve
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/engine"
+)
+
+// Server decides rate limits for other processes: Envoy's rate limit service over gRPC
+// (RegisterGRPC) and a JSON API over HTTP (Handler), both on one engine whose policies
+// Reload swaps while requests are being decided. It is safe for concurrent use.
+type Server struct {
+	paths   []string
+	backend engine.Backend
+	opts    []engine.Option
+	log     *slog.Logger
+	// reloaded is told of every reload attempt (a metrics hook); nil to skip.
+	reloaded func(ok bool, policies, rules int)
+
+	// omitHeaders: no RateLimit fields in gRPC responses.
+	omitHeaders bool
+
+	cur    atomic.Pointer[state]
+	reload sync.Mutex // one reload at a time
+	leases leases
+}
+
+// state is one loaded policy set and the engine deciding it.
+type state struct {
+	cfg    *dsl.Config
+	plan   *engine.Plan
+	engine *engine.Engine
+	at     time.Time
+}
+
+// Config says what a Server serves.
+type Config struct {
+	// Paths are policy files and directories, as rlctl validate takes them.
+	Paths []string
+	// Backend runs the engine script: engine.NewRedis, or engine.NewLocal for a single
+	// instance with its state in process. The same backend serves every reload, so
+	// counters live on across them.
+	Backend engine.Backend
+	// Engine options for every engine the server makes (timeout, breaker, hooks, clock).
+	Engine []engine.Option
+	// Logger receives reloads and their diagnostics (default: discarded).
+	Logger *slog.Logger
+	// Reloaded, when set, is called after every attempt to load the policies, the first
+	// included, with whether it succeeded and the size of the running plan.
+	Reloaded func(ok bool, policies, rules int)
+	// Clock is the time leases expire on (default time.Now).
+	Clock func() time.Time
+	// OmitHeaders leaves the RateLimit fields out of Envoy responses (Envoy adds what the
+	// service returns to the client's response).
+	OmitHeaders bool
+}
+
+// ErrPolicies is wrapped by the error of a load whose policy files have errors; the
+// message holds the diagnostics, each at its file:line:col.
+var ErrPolicies = errors.New("serve: the policies do not load")
+
+// New loads the policies and returns a Server deciding them. An error means nothing is
+// served: the files do not load (ErrPolicies) or do not compile.
+func New(c Config) (*Server, error) {
+	if c.Backend == nil {
+		return nil, errors.New("serve: no backend")
+	}
+	s := &Server{paths: c.Paths, backend: c.Backend, opts: c.Engine, log: c.Logger, reloaded: c.Reloaded, omitHeaders: c.OmitHeaders}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.leases.now = c.Clock
+	if s.leases.now == nil {
+		s.leases.now = time.Now
+	}
+	st, _, err := s.load()
+	if s.reloaded != nil {
+		if err != nil {
+			s.reloaded(false, 0, 0)
+		} else {
+			s.reloaded(true, len(st.plan.Policies()), countRules(st.cfg))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.cur.Store(st)
+	s.log.Info("rlctl serve: policies loaded", "policies", len(st.plan.Policies()), "rules", countRules(st.cfg), "script", st.plan.Script().SHA1)
+	return s, nil
+}
+
+// Engine returns the engine deciding requests now. A Reload replaces it; an engine
+// already returned keeps deciding the policies it was made with.
+func (s *Server) Engine() *engine.Engine { return s.cur.Load().engine }
+
+// Reload reads the policy files again. When they load and compile, the new policies
+// decide every request from then on; requests being decided finish on the old ones. When
+// they do not, the running policies stay, the diagnostics are logged, and the error says
+// why. The report lists, per rule, whether its counters carry over (see Changes).
+func (s *Server) Reload() ([]Change, error) {
+	s.reload.Lock()
+	defer s.reload.Unlock()
+	old := s.cur.Load()
+	st, changes, err := s.load()
+	if err != nil {
+		s.log.Error("rlctl serve: reload refused; the running policies stay", "error", err.Error())
+		if s.reloaded != nil {
+			s.reloaded(false, len(old.plan.Policies()), countRules(old.cfg))
+		}
+		return nil, err
+	}
+	s.cur.Store(st)
+	for _, c := range changes {
+		s.log.Info("rlctl serve: rule "+c.Kind.String(), "policy", c.Policy, "rule", c.Rule, "why", c.Why)
+	}
+	s.log.Info("rlctl serve: policies reloaded", "policies", len(st.plan.Policies()), "rules", countRules(st.cfg), "script", st.plan.Script().SHA1)
+	if s.reloaded != nil {
+		s.reloaded(true, len(st.plan.Policies()), countRules(st.cfg))
+	}
+	return changes, nil
+}
+
+// load reads, checks and compiles the policy files, and compares them with the running
+// ones. It changes nothing.
+func (s *Server) load() (*state, []Change, error) {
+	cfg, diags := dsl.Load(s.paths...)
+	if diags.HasErrors() {
+		var files map[string]*hcl.File
+		if cfg != nil {
+			files = cfg.Files
+		}
+		return nil, nil, fmt.Errorf("%w:\n%s", ErrPolicies, render(files, diags))
+	}
+	var changes []Change
+	if old := s.cur.Load(); old != nil {
+		changes = Changes(old.cfg, cfg)
+		if conflicts := conflicting(cfg, changes); conflicts.HasErrors() {
+			return nil, nil, fmt.Errorf("%w:\n%s", ErrPolicies, render(cfg.Files, conflicts))
+		}
+	}
+	plan, err := engine.Compile(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrPolicies, err)
+	}
+	return &state{cfg: cfg, plan: plan, engine: engine.New(s.backend, plan, s.opts...), at: s.leases.now()}, changes, nil
+}
+
+// render writes diagnostics as rlctl validate does, without colour.
+func render(files map[string]*hcl.File, diags hcl.Diagnostics) string {
+	var b bytes.Buffer
+	if err := dsl.WriteDiagnostics(&b, files, diags, 0, false); err != nil {
+		return diags.Error()
+	}
+	return b.String()
+}
+
+func countRules(cfg *dsl.Config) int {
+	n := 0
+	for _, p := range cfg.Policies {
+		n += len(p.Rules)
+	}
+	return n
+}
