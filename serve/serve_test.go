@@ -2,6 +2,13 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"io"
+	"net/http"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -19,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/luahost"
@@ -210,5 +218,282 @@ func TestEnvoyDescriptors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// post sends body to the HTTP API's path and decodes the JSON answer into out (when not
+// nil); it returns the status and the response's headers.
+func (f *fixture) post(t *testing.T, path, body string, out any) (int, http.Header) {
+	t.Helper()
+	resp, err := http.Post(f.url+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: %s: %v", path, b, err)
+		}
+	}
+	return resp.StatusCode, resp.Header
+}
+
+const workersPolicy = `
+policy "jobs" {
+  match = request.queue != ""
+
+  rule "per_tenant" {
+    algorithm = "sliding_window"
+    key       = request.tenant
+    limit     = 2
+    window    = "1m"
+  }
+
+  rule "running" {
+    algorithm = "concurrency"
+    key       = request.queue
+    max       = 1
+    ttl       = "5m"
+  }
+}
+`
+
+// TestHTTPAPI: decide, peek and release over real HTTP: the verdict and the rules in the
+// body, the RateLimit fields in the headers, leases given back by id, bad bodies refused
+// with a problem.
+func TestHTTPAPI(t *testing.T) {
+	for _, backend := range backendNames {
+		t.Run(backend, func(t *testing.T) {
+			f := start(t, backend, map[string]string{"jobs.hcl": workersPolicy})
+			var d decisionBody
+			code, h := f.post(t, "/v1/decide", `{"attributes": {"queue": "q1", "tenant": "acme"}}`, &d)
+			if code != 200 || !d.Allowed || d.Source != "backend" || d.Lease == "" || len(d.Rules) != 2 || d.Rules[0].Remaining != 1 {
+				t.Fatalf("first: %d %+v", code, d)
+			}
+			if !strings.Contains(h.Get("RateLimit-Policy"), `"jobs.per_tenant";q=2;w=60`) || h.Get("RateLimit") == "" {
+				t.Fatalf("headers %v", h)
+			}
+			lease := d.Lease
+			// The queue's one slot is taken: denied by "running", and per_tenant is not charged.
+			var busy decisionBody
+			if code, h = f.post(t, "/v1/decide", `{"attributes": {"queue": "q1", "tenant": "acme"}}`, &busy); code != 200 || busy.Allowed || busy.Decider != "jobs.running" || busy.Lease != "" {
+				t.Fatalf("busy: %d %+v", code, busy)
+			}
+			var p decisionBody
+			if f.post(t, "/v1/peek", `{"attributes": {"queue": "q1", "tenant": "acme"}, "cost": 5}`, &p); p.Rules[0].Remaining != 1 {
+				t.Fatalf("peek after the denial: %+v", p)
+			}
+			var rel map[string]bool
+			if code, _ = f.post(t, "/v1/release", `{"lease": "`+lease+`"}`, &rel); code != 200 || !rel["released"] {
+				t.Fatalf("release: %d %v", code, rel)
+			}
+			if code, _ = f.post(t, "/v1/release", `{"lease": "`+lease+`"}`, nil); code != 404 {
+				t.Fatalf("second release: %d, want 404", code)
+			}
+			if f.post(t, "/v1/decide", `{"attributes": {"queue": "q1", "tenant": "acme"}}`, &d); !d.Allowed || d.Rules[0].Remaining != 0 {
+				t.Fatalf("after the release: %+v", d)
+			}
+			// Several requests as one: the tenant's limit is spent, so neither queue's slot
+			// is taken.
+			var batch decisionBody
+			f.post(t, "/v1/decide", `{"requests": [{"attributes": {"queue": "q2", "tenant": "zeta"}}, {"attributes": {"queue": "q3", "tenant": "acme"}}]}`, &batch)
+			if batch.Allowed || batch.Decider != "jobs.per_tenant" || len(batch.Rules) != 4 || batch.Rules[2].Request != 1 || batch.RetryAfterMs <= 0 {
+				t.Fatalf("batch: %+v", batch)
+			}
+			if f.post(t, "/v1/peek", `{"attributes": {"queue": "q2", "tenant": "zeta"}}`, &p); p.Rules[0].Remaining != 2 || !p.Rules[1].Allowed {
+				t.Fatalf("the denied batch charged q2's tenant or slot: %+v", p)
+			}
+			for _, bad := range []string{
+				``, `{`, `[]`, `{"attributes": {"queue": 1}}`, `{"atributes": {}}`, `{"attributes": {}} {}`,
+				`{"attributes": {}, "requests": [{}]}`, `{"requests": []}`, `{"attributes": {"queue": "q"}, "cost": -1}`,
+			} {
+				var pr map[string]any
+				if code, h := f.post(t, "/v1/decide", bad, &pr); code != 400 || h.Get("Content-Type") != "application/problem+json" || pr["detail"] == "" {
+					t.Errorf("%q: %d %v", bad, code, pr)
+				}
+			}
+			resp, err := http.Get(f.url + "/openapi.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var doc map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || doc["openapi"] != "3.1.0" {
+				t.Fatalf("openapi.json: %v %v", doc["openapi"], err)
+			}
+			resp.Body.Close()
+		})
+	}
+}
+
+// TestReloadUnderLoad: while callers decide over gRPC without pause, reloads of a bad file,
+// of a file changing a rule's algorithm and of a good file (a raised limit) fail no
+// request; the bad ones keep the running policies with their diagnostics at file:line:col;
+// the good one applies to the next requests, counters carried over.
+func TestReloadUnderLoad(t *testing.T) {
+	for _, backend := range backendNames {
+		t.Run(backend, func(t *testing.T) {
+			good := edgePolicy(t)
+			f := start(t, backend, map[string]string{"edge.hcl": good})
+			ctx := context.Background()
+			call := func(ip string) (*rlsv3.RateLimitResponse, error) {
+				return f.rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", ip)}})
+			}
+			for range 2 {
+				if _, err := call("192.0.2.1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const callers, each = 4, 150
+			errs := make(chan error, callers)
+			for c := range callers {
+				go func() {
+					for i := range each {
+						resp, err := call(fmt.Sprintf("198.51.%d.%d", c, i))
+						if err == nil && resp.OverallCode != rlsv3.RateLimitResponse_OK {
+							err = fmt.Errorf("a first request denied: %v", resp)
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+					errs <- nil
+				}()
+			}
+			before := f.srv.Engine()
+			f.write(t, "edge.hcl", strings.Replace(good, "limit     = 3", "limit     = 3\n    oops", 1))
+			_, err := f.srv.Reload()
+			if err == nil || !errors.Is(err, ErrPolicies) || !strings.Contains(err.Error(), "edge.hcl:") {
+				t.Fatalf("a bad file: %v", err)
+			}
+			swapped := strings.Replace(strings.Replace(good, `algorithm = "fixed_window"`, `algorithm = "sliding_window"`, 1), "limit     = 3", "limit     = 4", 1)
+			f.write(t, "edge.hcl", swapped)
+			if _, err = f.srv.Reload(); err == nil || !strings.Contains(err.Error(), `Rule "remote_address" of policy "edge" changed algorithm`) || !strings.Contains(err.Error(), "edge.hcl:11:3: error:") {
+				t.Fatalf("an algorithm changed under the same name: %v", err)
+			}
+			if f.srv.Engine() != before {
+				t.Fatal("a refused reload replaced the engine")
+			}
+			f.write(t, "edge.hcl", strings.Replace(good, "limit     = 3", "limit     = 4", 1))
+			changes, err := f.srv.Reload()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(changes) != 3 || changes[0].Kind != Kept || changes[0].Rule != "remote_address" {
+				t.Fatalf("changes %+v", changes)
+			}
+			for range callers {
+				if err := <-errs; err != nil {
+					t.Fatalf("a request failed during the reloads: %v", err)
+				}
+			}
+			// 192.0.2.1 had 2 counted of 3; now of 4 it has 2 left.
+			resp, err := call("192.0.2.1")
+			if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK || resp.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 4 || resp.Statuses[0].LimitRemaining != 1 {
+				t.Fatalf("after the reload: %v %v", resp, err)
+			}
+		})
+	}
+}
+
+// TestChanges: what a reload does to each rule's counters.
+func TestChanges(t *testing.T) {
+	load := func(src string) *dsl.Config {
+		cfg, diags := dsl.Parse(map[string][]byte{"p.hcl": []byte(src)})
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		return cfg
+	}
+	rule := func(name, alg, key string) string {
+		params := `limit = 5` + "\n" + `window = "1m"`
+		if alg == "gcra" {
+			params = `rate = "5/m"` + "\n" + `burst = 5`
+		}
+		return fmt.Sprintf("rule %q {\nalgorithm = %q\nkey = %s\n%s\n}\n", name, alg, key, params)
+	}
+	old := load(`policy "p" {` + "\n" + rule("a", "fixed_window", "request.ip") + rule("b", "fixed_window", "request.user") +
+		rule("c", "fixed_window", "request.user") + rule("d", "gcra", "request.user") + "}\n")
+	cur := load(`policy "p" {` + "\n" + rule("a", "fixed_window", "request.ip") + rule("b", "fixed_window", "lower(request.user)") +
+		rule("d", "sliding_window", "request.user") + rule("e", "fixed_window", "request.user") + "}\n" +
+		`policy "q" {` + "\n" + `shard = request.tenant` + "\n" + rule("a", "fixed_window", "request.ip") + "}\n")
+	var got []string
+	for _, c := range Changes(old, cur) {
+		got = append(got, c.Policy+"."+c.Rule+" "+c.Kind.String())
+	}
+	want := []string{"p.a kept", "p.b reset", "p.d conflict", "p.e added", "q.a added", "p.c removed"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	sharded := load(`policy "p" {` + "\n" + `shard = request.tenant` + "\n" + rule("a", "fixed_window", "request.ip") + "}\n")
+	if c := Changes(old, sharded); c[0].Kind != Reset || !strings.Contains(c[0].Why, "shard") {
+		t.Fatalf("a new shard: %+v", c[0])
+	}
+}
+
+// TestWatchReloads: the watcher reloads a changed file, and a bad edit counts a failed
+// reload and keeps the policies.
+func TestWatchReloads(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "edge.hcl")
+	good := edgePolicy(t)
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var oks, fails atomic.Int64
+	srv, err := New(Config{Paths: []string{path}, Backend: engine.NewLocal(luahost.New()), Reloaded: func(ok bool, _, _ int) {
+		if ok {
+			oks.Add(1)
+		} else {
+			fails.Add(1)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- srv.Watch(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	// eventually waits for cond, polling: the watcher runs on real file events.
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s after 30s", what)
+			}
+		}
+	}
+	first := srv.Engine()
+	// The watcher may start after this write; write until it sees one.
+	var wrote time.Time
+	eventually("reload of a good edit", func() bool {
+		if time.Since(wrote) > 2*time.Second {
+			_ = os.WriteFile(path, []byte(strings.Replace(good, "limit     = 3", "limit     = 4", 1)), 0o644)
+			wrote = time.Now()
+		}
+		return oks.Load() >= 2
+	})
+	if srv.Engine() == first {
+		t.Fatal("a good reload kept the old engine")
+	}
+	running := srv.Engine()
+	// An editor's save: a new file renamed over the old one.
+	tmp := filepath.Join(dir, ".edge.hcl.swp")
+	if err := os.WriteFile(tmp, []byte("policy {"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	eventually("failed reload of a bad edit", func() bool { return fails.Load() >= 1 })
+	if srv.Engine() != running {
+		t.Fatal("a bad edit replaced the running engine")
 	}
 }

@@ -1,10 +1,10 @@
 package serve
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,11 +153,28 @@ func (s *Server) load() (*state, []Change, error) {
 	return &state{cfg: cfg, plan: plan, engine: engine.New(s.backend, plan, s.opts...), at: s.leases.now()}, changes, nil
 }
 
-// render writes diagnostics as rlctl validate does, without colour.
+// render writes diagnostics as rlctl validate does, without colour: each opens with
+// file:line:col, severity and summary, then the source lines and the detail.
 func render(files map[string]*hcl.File, diags hcl.Diagnostics) string {
-	var b bytes.Buffer
-	if err := dsl.WriteDiagnostics(&b, files, diags, 0, false); err != nil {
-		return diags.Error()
+	var b strings.Builder
+	for _, d := range diags {
+		sev := "error"
+		if d.Severity == hcl.DiagWarning {
+			sev = "warning"
+		}
+		if d.Subject != nil {
+			fmt.Fprintf(&b, "%s:%d:%d: %s: %s\n", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, sev, d.Summary)
+		} else {
+			fmt.Fprintf(&b, "%s: %s\n", sev, d.Summary)
+		}
+		var one strings.Builder
+		_ = dsl.WriteDiagnostics(&one, files, hcl.Diagnostics{d}, 100, false)
+		text := one.String()
+		// The rendering opens with "Error: summary\n".
+		if i := strings.Index(text, ": "+d.Summary+"\n"); i >= 0 {
+			text = text[i+len(": "+d.Summary+"\n"):]
+		}
+		b.WriteString(text)
 	}
 	return b.String()
 }
