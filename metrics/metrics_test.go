@@ -116,6 +116,23 @@ func series(t *testing.T, reg prometheus.Gatherer, names ...string) string {
 	return strings.Join(lines, "\n")
 }
 
+// value returns the value of the one series of the counter or gauge family name.
+func value(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			m := mf.GetMetric()[0]
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no single series named %s", name)
+	return 0
+}
+
 // sortLabels sorts the labels of a series line as Gather does, by name (for label values
 // without commas).
 func sortLabels(line string) string {
