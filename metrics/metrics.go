@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -168,15 +170,39 @@ func (m *Metrics) collectors() []prometheus.Collector {
 
 // children caches a vector's children by a comparable key, so that the hot path finds
 // one with a map lookup instead of WithLabelValues' hashing and validation of label values.
+// The map is copied on write, so a lookup takes no lock: its keys are the rules and
+// policies of the plans seen, few and added once. (With a sync.Map the Decided hook took
+// 50% longer.)
 type children[K comparable, V any] struct {
-	m    sync.Map // K → V
+	m    atomic.Pointer[map[K]V]
+	mu   sync.Mutex
 	make func(K) V
 }
 
+// get returns k's child. (Its lookup is written out here: through a helper returning
+// (V, bool) the benchmark took 55% longer.)
 func (c *children[K, V]) get(k K) V {
-	if v, ok := c.m.Load(k); ok {
-		return v.(V)
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
 	}
-	v, _ := c.m.LoadOrStore(k, c.make(k))
-	return v.(V)
+	return c.add(k)
+}
+
+// add makes k's child, unless another goroutine just did.
+func (c *children[K, V]) add(k K) V {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[K]V)
+	if old := c.m.Load(); old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+		maps.Copy(m, *old)
+	}
+	v := c.make(k)
+	m[k] = v
+	c.m.Store(&m)
+	return v
 }

@@ -241,6 +241,34 @@ func TestDecisions(t *testing.T) {
 	}
 }
 
+// TestConcurrentDecisions: decisions from many goroutines at once, each on rules no one
+// has seen yet, are all counted.
+func TestConcurrentDecisions(t *testing.T) {
+	m := New()
+	reg := registered(t, m)
+	plans := []*engine.Plan{compile(t, stacked), compile(t, strings.ReplaceAll(stacked, `"api"`, `"web"`))}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		e := engine.New(engine.NewLocal(luahost.New()), plans[g%2], engine.WithHooks(m.Hooks()))
+		wg.Go(func() {
+			for i := range 50 {
+				if _, err := e.Allow(context.Background(), engine.Attrs{"user": fmt.Sprint(g, "-", i)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wantSeries(t, reg, `
+		rlctl_decisions_total{policy="api",rule="burst",outcome="allowed"} 200
+		rlctl_decisions_total{policy="api",rule="trial",outcome="allowed"} 200
+		rlctl_decisions_total{policy="web",rule="burst",outcome="allowed"} 200
+		rlctl_decisions_total{policy="web",rule="trial",outcome="allowed"} 200
+		rlctl_requests_total{outcome="allowed",source="backend"} 400
+	`, "rlctl_decisions_total", "rlctl_requests_total")
+}
+
 // flaky is a network backend (the engine's deadline and breaker apply to it) that runs
 // calls on an in-process host unless failing, and takes took on the virtual clock for
 // every call.
