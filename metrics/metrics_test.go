@@ -373,6 +373,59 @@ func TestOutage(t *testing.T) {
 		"rlctl_requests_total", "rlctl_decisions_total", "rlctl_backend_call_duration_seconds")
 }
 
+// TestRelease: releasing a concurrency lease is a backend call of op refund.
+func TestRelease(t *testing.T) {
+	clock := newFrozen()
+	b := newFlaky(clock)
+	m := New()
+	reg := registered(t, m)
+	e := engine.New(b, compile(t, `
+policy "uploads" {
+  rule "in_flight" {
+    algorithm = "concurrency"
+    key       = request.user
+    max       = 2
+    ttl       = "1m"
+  }
+}`), engine.WithHooks(m.Hooks()), engine.WithClock(clock.now), engine.WithTimeout(0))
+	d := allow(t, e, "u")
+	if err := e.Release(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	wantSeries(t, reg, `
+		rlctl_backend_call_duration_seconds_count{op="check",result="ok"} 1
+		rlctl_backend_call_duration_seconds_sum{op="check",result="ok"} 0.003
+		rlctl_backend_call_duration_seconds_bucket{op="check",result="ok",le="0.005"} 1
+		rlctl_backend_call_duration_seconds_count{op="refund",result="ok"} 1
+		rlctl_backend_call_duration_seconds_sum{op="refund",result="ok"} 0.003
+		rlctl_backend_call_duration_seconds_bucket{op="refund",result="ok",le="0.005"} 1
+	`, "rlctl_backend_call_duration_seconds")
+}
+
+// TestBreakerNodes: a Redis Cluster primary's breaker is labelled with its address, the
+// engine's own with "engine", which reads 0 (closed) before any transition.
+func TestBreakerNodes(t *testing.T) {
+	m := New()
+	reg := registered(t, m)
+	if v := testutil.ToFloat64(m.breakerState.WithLabelValues("engine")); v != 0 {
+		t.Errorf("a fresh engine breaker reads %v, want 0", v)
+	}
+	h := m.Hooks()
+	h.Breaker("10.0.0.1:7000", engine.Closed, engine.Open)
+	h.Breaker("10.0.0.2:7000", engine.Closed, engine.Open)
+	h.Breaker("10.0.0.2:7000", engine.Open, engine.HalfOpen)
+	h.Breaker("", engine.Closed, engine.Open)
+	wantSeries(t, reg, `
+		rlctl_breaker_state{node="10.0.0.1:7000"} 2
+		rlctl_breaker_state{node="10.0.0.2:7000"} 1
+		rlctl_breaker_state{node="engine"} 2
+		rlctl_breaker_transitions_total{node="10.0.0.1:7000",to="open"} 1
+		rlctl_breaker_transitions_total{node="10.0.0.2:7000",to="open"} 1
+		rlctl_breaker_transitions_total{node="10.0.0.2:7000",to="half-open"} 1
+		rlctl_breaker_transitions_total{node="engine",to="open"} 1
+	`, "rlctl_breaker_state", "rlctl_breaker_transitions_total")
+}
+
 // TestDegradedCause: the cause label is the failure's class, backend or script, for
 // each on_error mode.
 func TestDegradedCause(t *testing.T) {
@@ -435,14 +488,15 @@ func TestConfig(t *testing.T) {
 	clock.advance(90 * time.Second)
 	m.ConfigReload(false)
 	m.Plan(3, 7)
+	names := []string{"rlctl_config_reloads_total", "rlctl_config_last_reload_success_timestamp_seconds",
+		"rlctl_plan_policies", "rlctl_plan_rules"}
 	wantSeries(t, reg, `
 		rlctl_config_reloads_total{result="ok"} 1
 		rlctl_config_reloads_total{result="failed"} 1
 		rlctl_config_last_reload_success_timestamp_seconds 1.9e+09
 		rlctl_plan_policies 3
 		rlctl_plan_rules 7
-	`, "rlctl_config_reloads_total", "rlctl_config_last_reload_success_timestamp_seconds",
-		"rlctl_plan_policies", "rlctl_plan_rules")
+	`, names...)
 	clock.advance(500 * time.Millisecond)
 	m.ConfigReload(true)
 	m.Plan(0, 0)
@@ -450,8 +504,7 @@ func TestConfig(t *testing.T) {
 		rlctl_config_reloads_total{result="ok"} 2
 		rlctl_config_reloads_total{result="failed"} 1
 		rlctl_config_last_reload_success_timestamp_seconds 1.9000000905e+09
-	`, "rlctl_config_reloads_total", "rlctl_config_last_reload_success_timestamp_seconds",
-		"rlctl_plan_policies", "rlctl_plan_rules")
+	`, names...)
 }
 
 // TestChain: chained hooks call m's and then the program's; a nil field of the program's
