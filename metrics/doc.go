@@ -14,7 +14,9 @@
 //	rlctl_decisions_total{policy,rule,outcome}               counter
 //	    One per rule result of each decision. outcome: allowed; denied (an enforcing rule
 //	    denied); shadow_denied (a shadow rule would have denied). A rule's series are
-//	    allowed and the one deny outcome its shadow setting allows.
+//	    allowed and the one deny outcome its shadow setting allows. A deny-cache answer
+//	    carries only the rule that denied; a denial on a Redis Cluster, only the rules of
+//	    the slot groups that ran.
 //	rlctl_requests_total{outcome,source}                      counter
 //	    One per decision. outcome: allowed, denied. source (engine.Source): backend,
 //	    local, fail_open, fail_deny, cache, no_rules; a source this package does not know
@@ -48,7 +50,9 @@
 //
 // Series of a policy or rule that a reload removed keep their last values until the
 // process restarts, as counters should. The hooks cannot tell an engine.Engine.Peek from
-// an Allow: a peek counts as a decision.
+// an Allow: a peek counts as a decision. The breaker gauge holds the last transition
+// reported: an engine replaced while its breaker was open leaves it at 2 until the new
+// engine's breaker changes state.
 //
 // The deny ratio by policy over five minutes: the share of each policy's rule verdicts
 // that denied (for a policy of one enforcing rule, the share of its requests denied;
