@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/luahost"
+	"github.com/rlctl/rlctl/metrics"
+	"github.com/rlctl/rlctl/serve"
+)
+
+var cmdServe = &command{
+	name:  "serve",
+	args:  "[-grpc ADDR] [-http ADDR] [-redis URL [-redis-type TYPE]] [-timeout D] [-max-memory BYTES] [-drain D] [-watch=false] [-no-headers] [-log-level LEVEL] FILE|DIR...",
+	short: "run the policies as a rate limit service: Envoy's gRPC protocol, an HTTP API, metrics",
+	long: `Serve decides requests for other processes with the policies of the files:
+
+  gRPC (-grpc, default :8081)  Envoy's rate limit service, envoy.service.ratelimit.v3
+                               RateLimitService/ShouldRateLimit, and grpc.health.v1
+  HTTP (-http, default :8080)  POST /v1/decide, /v1/peek, /v1/release (JSON; GET
+                               /openapi.json describes them), GET /metrics (Prometheus),
+                               GET /healthz
+
+With -redis the engine runs on that Redis (every instance of the service sharing it);
+without, on the embedded backend: the state is in this process, and one instance is the
+whole service. The policies' on_error modes decide when Redis fails.
+
+The files are watched (and SIGHUP reloads them): a change that loads is swapped in
+atomically and requests being decided finish on the old policies; a change that does not
+load keeps the running policies, logs its diagnostics at file:line:col, and counts a
+failed reload in rlctl_config_reloads_total. A rule's counters carry over a reload when
+its policy and rule names, algorithm, key and shard stay the same; a reload that changes
+a rule's algorithm under the same name is refused (rename the rule). Each reload logs,
+per rule, kept, reset, added or removed.
+
+SIGTERM or SIGINT stops the service: health turns NOT_SERVING, new calls are refused,
+calls in flight finish (for at most -drain), then it exits 0.
+
+Logs are JSON lines on stderr (log/slog). Every flag can also be set by an environment
+variable, the flag's name in capitals with RLCTL_ before it and - as _ (RLCTL_GRPC,
+RLCTL_REDIS, RLCTL_REDIS_TYPE, ...); a flag on the command line wins.
+
+Flags:
+  -grpc ADDR        gRPC listen address (default :8081; "" for none)
+  -http ADDR        HTTP listen address (default :8080; "" for none)
+  -redis URL        redis://[user:password@]host:port[/db] or rediss://... (TLS); for a
+                    cluster or Sentinel, the first address, further ones as &addr=host:port
+  -redis-type TYPE  single (default), cluster or sentinel (the URL then needs
+                    ?master_name=NAME), as envoyproxy/ratelimit's REDIS_TYPE
+  -timeout D        the decision deadline on Redis (default 50ms): past it the policy's
+                    on_error decides
+  -max-memory BYTES the embedded backend's memory for counters (default 0, no cap; with a
+                    cap the least recently used keys are evicted, counted in
+                    rlctl_evicted_keys_total)
+  -drain D          how long in-flight calls may take to finish at shutdown (default 10s)
+  -watch            reload when the files change (default true)
+  -no-headers       leave the RateLimit fields out of Envoy responses
+  -log-level LEVEL  debug, info (default), warn or error
+
+Exit status: 0 stopped by a signal, 1 policies that do not load or a listener that
+cannot start, 2 usage error.
+`,
+	run: runServe,
+}
+
+// serveReady, when set (by a test), is called with the listeners' addresses once serving.
+var serveReady func(grpcAddr, httpAddr string)
+
+// serveStop, when set (by a test), stops the service as SIGTERM does when it is closed.
+var serveStop chan struct{}
+
+func runServe(e *env, args []string) error {
+	fs := flags("serve")
+	grpcAddr := fs.String("grpc", ":8081", "")
+	httpAddr := fs.String("http", ":8080", "")
+	redisURL := fs.String("redis", "", "")
+	redisType := fs.String("redis-type", "single", "")
+	timeout := fs.Duration("timeout", 50*time.Millisecond, "")
+	maxMemory := fs.Int64("max-memory", 0, "")
+	drain := fs.Duration("drain", 10*time.Second, "")
+	watch := fs.Bool("watch", true, "")
+	noHeaders := fs.Bool("no-headers", false, "")
+	level := fs.String("log-level", "info", "")
+	if err := parse(e, fs, args); err != nil {
+		return err
+	}
+	if err := fromEnv(fs); err != nil {
+		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
+		return errUsage
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(e.stderr, "rlctl: error: serve needs policy files or directories")
+		return errUsage
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintf(e.stderr, "rlctl: error: -log-level %q: use debug, info, warn or error\n", *level)
+		return errUsage
+	}
+	if *maxMemory < 0 || *timeout < 0 || *drain < 0 {
+		fmt.Fprintln(e.stderr, "rlctl: error: -max-memory, -timeout and -drain cannot be negative")
+		return errUsage
+	}
+	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
+
+	m := metrics.New()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	opts := []engine.Option{engine.WithHooks(m.Hooks()), engine.WithLogger(log), engine.WithTimeout(*timeout)}
+
+	var backend engine.Backend
+	if *redisURL == "" {
+		if *redisType != "single" {
+			fmt.Fprintln(e.stderr, "rlctl: error: -redis-type without -redis")
+			return errUsage
+		}
+		var hopts []luahost.Option
+		if *maxMemory > 0 {
+			hopts = append(hopts, luahost.WithMaxMemory(*maxMemory, luahost.AllKeysLRU))
+		}
+		backend = engine.NewLocal(luahost.New(hopts...))
+		log.Info("rlctl serve: embedded backend: the counters live in this process")
+	} else {
+		c, err := redisClient(*redisURL, *redisType)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "rlctl: error: -redis: %v\n", err)
+			return errUsage
+		}
+		defer c.Close()
+		r := engine.NewRedis(c)
+		m.WatchRedis(r)
+		backend = r
+		log.Info("rlctl serve: Redis backend", "type", *redisType)
+	}
+
+	srv, err := serve.New(serve.Config{
+		Paths: fs.Args(), Backend: backend, Engine: opts, Logger: log,
+		Reloaded: func(ok bool, policies, rules int) {
+			m.ConfigReload(ok)
+			if ok {
+				m.Plan(policies, rules)
+			}
+		},
+		OmitHeaders: *noHeaders,
+	})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
+		return errFailed
+	}
+
+	var gl, hl net.Listener
+	if *grpcAddr != "" {
+		if gl, err = net.Listen("tcp", *grpcAddr); err != nil {
+			fmt.Fprintf(e.stderr, "rlctl: error: -grpc: %v\n", err)
+			return errFailed
+		}
+	}
+	if *httpAddr != "" {
+		if hl, err = net.Listen("tcp", *httpAddr); err != nil {
+			if gl != nil {
+				gl.Close()
+			}
+			fmt.Fprintf(e.stderr, "rlctl: error: -http: %v\n", err)
+			return errFailed
+		}
+	}
+	if gl == nil && hl == nil {
+		fmt.Fprintln(e.stderr, "rlctl: error: -grpc and -http are both empty: nothing to serve")
+		return errUsage
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hs := health.NewServer()
+	gs := grpc.NewServer()
+	srv.RegisterGRPC(gs)
+	healthpb.RegisterHealthServer(gs, hs)
+	errs := make(chan error, 2)
+	var gaddr, haddr string
+	if gl != nil {
+		gaddr = gl.Addr().String()
+		go func() { errs <- gs.Serve(gl) }()
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", srv.Handler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if hl != nil {
+		haddr = hl.Addr().String()
+		go func() { errs <- hsrv.Serve(hl) }()
+	}
+	if *watch {
+		go func() {
+			if err := srv.Watch(ctx); err != nil {
+				log.Error("rlctl serve: the policy files cannot be watched; SIGHUP still reloads them", "error", err.Error())
+			}
+		}()
+	}
+	log.Info("rlctl serve: serving", "grpc", gaddr, "http", haddr)
+	if serveReady != nil {
+		serveReady(gaddr, haddr)
+	}
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sig)
+	stop := serveStop
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				_, _ = srv.Reload()
+				continue
+			}
+		case <-stop:
+		case err := <-errs:
+			log.Error("rlctl serve: a listener failed", "error", err.Error())
+			gs.Stop()
+			_ = hsrv.Close()
+			return errFailed
+		}
+		break
+	}
+	log.Info("rlctl serve: draining", "for", drain.String())
+	hs.Shutdown()
+	cancel()
+	dctx, dcancel := context.WithTimeout(context.Background(), *drain)
+	defer dcancel()
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	herr := hsrv.Shutdown(dctx)
+	select {
+	case <-done:
+	case <-dctx.Done():
+		gs.Stop()
+	}
+	if herr != nil && !errors.Is(herr, context.DeadlineExceeded) {
+		log.Warn("rlctl serve: HTTP shutdown", "error", herr.Error())
+	}
+	log.Info("rlctl serve: stopped")
+	return nil
+}
+
+// fromEnv sets every flag not given on the command line from RLCTL_<NAME>, when set.
+func fromEnv(fs *flag.FlagSet) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		env := "RLCTL_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v, ok := os.LookupEnv(env)
+		if !ok || given[f.Name] || err != nil {
+			return
+		}
+		if e := fs.Set(f.Name, v); e != nil {
+			err = fmt.Errorf("%s=%s: %v", env, strconv.Quote(v), e)
+		}
+	})
+	return err
+}
+
+// redisClient makes the client of -redis and -redis-type, configured as the engine
+// expects: calls end at their context's deadline and are never retried (on_error decides
+// failed calls; a retried call whose reply was lost would be charged twice).
+func redisClient(url, typ string) (redis.UniversalClient, error) {
+	switch typ {
+	case "single":
+		o, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, err
+		}
+		o.MaxRetries, o.ContextTimeoutEnabled = -1, true
+		return redis.NewClient(o), nil
+	case "cluster":
+		o, err := redis.ParseClusterURL(url)
+		if err != nil {
+			return nil, err
+		}
+		o.MaxRetries, o.ContextTimeoutEnabled = -1, true
+		return redis.NewClusterClient(o), nil
+	case "sentinel":
+		o, err := redis.ParseFailoverURL(url)
+		if err != nil {
+			return nil, err
+		}
+		if o.MasterName == "" {
+			return nil, errors.New("a sentinel URL needs ?master_name=NAME")
+		}
+		o.MaxRetries, o.ContextTimeoutEnabled = -1, true
+		return redis.NewFailoverClient(o), nil
+	}
+	return nil, fmt.Errorf("-redis-type %q: use single, cluster or sentinel", typ)
+}
