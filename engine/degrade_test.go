@@ -155,6 +155,9 @@ func TestClassify(t *testing.T) {
 		{replyError("WRONGTYPE Operation against a key holding the wrong kind of value"), ClassScript},
 		{fmt.Errorf("%w: 2 values", algorithms.ErrReply), ClassScript},
 		{fmt.Errorf("%w: cost", ErrRequest), ClassCaller},
+		// A Decision.Err: the engine wraps a script's error reply, keeping its class.
+		{fmt.Errorf("%w: %w", ErrScript, replyError("WRONGTYPE Operation against a key holding the wrong kind of value")), ClassScript},
+		{ErrBreakerOpen, ClassBackend},
 		{context.DeadlineExceeded, ClassBackend},
 		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, ClassBackend},
 	}

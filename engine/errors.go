@@ -100,7 +100,7 @@ func classify(caller context.Context, err error) Class {
 	if errors.Is(err, ErrRequest) {
 		return ClassCaller
 	}
-	if errors.Is(err, algorithms.ErrReply) {
+	if errors.Is(err, algorithms.ErrReply) || errors.Is(err, ErrScript) {
 		return ClassScript
 	}
 	var re interface{ RedisError() }

@@ -56,7 +56,7 @@ var errHelp = errors.New("help")
 var commands []*command
 
 func init() {
-	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdBench, cmdVersion, cmdHelp}
+	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdBench, cmdServe, cmdVersion, cmdHelp}
 }
 
 func main() {
