@@ -89,6 +89,9 @@ var serveReady func(grpcAddr, httpAddr string)
 // serveStop, when set (by a test), stops the service as SIGTERM does when it is closed.
 var serveStop chan struct{}
 
+// serveGRPCOptions are added to the gRPC server's options (by a test, to watch calls).
+var serveGRPCOptions []grpc.ServerOption
+
 func runServe(e *env, args []string) error {
 	fs := flags("serve")
 	grpcAddr := fs.String("grpc", ":8081", "")
@@ -192,7 +195,7 @@ func runServe(e *env, args []string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hs := health.NewServer()
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(serveGRPCOptions...)
 	srv.RegisterGRPC(gs)
 	healthpb.RegisterHealthServer(gs, hs)
 	errs := make(chan error, 2)

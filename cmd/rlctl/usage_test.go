@@ -25,7 +25,7 @@ func TestUsageLines(t *testing.T) {
 			doc = append(doc, strings.TrimSpace(l))
 		}
 	}
-	named := regexp.MustCompile(`(?:^|[\[ ])-([A-Za-z0-9]+)`)
+	named := regexp.MustCompile(`(?:^|[\[ ])-([A-Za-z0-9]+(?:-[A-Za-z0-9]+)*)`)
 	for _, c := range commands {
 		want = append(want, strings.TrimSpace("rlctl "+c.name+" "+c.args))
 		var fs *flag.FlagSet

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/rlctl/rlctl/internal/redistest"
+)
+
+// syncBuffer is a bytes.Buffer the service's logger and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// metric reads one sample from a Prometheus text exposition: the line that starts with
+// name and its labels exactly as written ({a="x",b="y"}, sorted by label name), or -1.
+func metric(t *testing.T, url, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", series, err)
+			}
+			return f
+		}
+	}
+	return -1
+}
+
+// TestServeEndToEnd runs rlctl serve on a real redis-server with the policy translated
+// from an envoyproxy/ratelimit config, and checks over real gRPC and HTTP: decisions,
+// health, the metrics it exports, a bad edit and a SIGHUP reload while serving, and a
+// shutdown that lets a call in flight (held by a paused Redis) finish.
+func TestServeEndToEnd(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	policy, err := os.ReadFile("../../serve/testdata/envoy/edge.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "edge.hcl")
+	if err := os.WriteFile(path, policy, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{}, 64)
+	serveGRPCOptions = []grpc.ServerOption{grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if info.FullMethod == "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit" {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		}
+		return h(ctx, req)
+	})}
+	serveStop = make(chan struct{})
+	ready := make(chan [2]string, 1)
+	serveReady = func(g, h string) { ready <- [2]string{g, h} }
+	defer func() { serveGRPCOptions, serveStop, serveReady = nil, nil, nil }()
+
+	var logs syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- run([]string{"serve", "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-redis", "redis://" + srv.Addr(), "-timeout", "20s", "-drain", "30s", path},
+			&env{stdout: &logs, stderr: &logs})
+	}()
+	var addrs [2]string
+	select {
+	case addrs = <-ready:
+	case code := <-exit:
+		t.Fatalf("serve exited %d:\n%s", code, logs.String())
+	}
+	web := "http://" + addrs[1]
+	conn, err := grpc.NewClient("passthrough:///"+addrs[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	ctx := context.Background()
+	call := func(ip string) *rlsv3.RateLimitResponse {
+		t.Helper()
+		resp, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: ip}}},
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "tenant", Value: "acme"}}},
+		}})
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v\n%s", err, logs.String())
+		}
+		return resp
+	}
+	for i := range 4 {
+		if got, want := call("203.0.113.9").OverallCode, rlsv3.RateLimitResponse_OK; (i < 3) != (got == want) {
+			t.Fatalf("call %d: %v", i+1, got)
+		}
+	}
+	h, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v %v", h, err)
+	}
+	resp, err := http.Post(web+"/v1/decide", "application/json", strings.NewReader(`{"attributes": {"domain": "edge", "descriptor": "remote_address", "remote_address": "203.0.113.9"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct{ Allowed bool }
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || d.Allowed || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("HTTP decide of the spent address: %+v %v %v", d, err, resp.Header)
+	}
+	resp.Body.Close()
+
+	for series, want := range map[string]float64{
+		`rlctl_decisions_total{outcome="allowed",policy="edge",rule="remote_address"}`: 3,
+		`rlctl_decisions_total{outcome="denied",policy="edge",rule="remote_address"}`:  2,
+		`rlctl_decisions_total{outcome="shadow_denied",policy="edge",rule="tenant"}`:   0,
+		`rlctl_decisions_total{outcome="allowed",policy="edge",rule="tenant"}`:         4,
+		`rlctl_requests_total{outcome="denied",source="backend"}`:                      2,
+		`rlctl_config_reloads_total{result="ok"}`:                                      1,
+		`rlctl_plan_rules`:         3,
+		`rlctl_script_loads_total`: 1,
+		`rlctl_backend_call_duration_seconds_count{op="check",result="ok"}`: 5,
+	} {
+		if got := metric(t, web, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+
+	// eventually polls cond; the reloads run on real file events and signals.
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s after 30s:\n%s", what, logs.String())
+			}
+		}
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(policy), "limit     = 3", "limit     = three", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually("failed reload", func() bool { return metric(t, web, `rlctl_config_reloads_total{result="failed"}`) == 1 })
+	if !strings.Contains(logs.String(), "edge.hcl:14:17: error: Unknown variable") {
+		t.Errorf("the refused reload's log has no file:line:col:\n%s", logs.String())
+	}
+	if call("203.0.113.10").OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatal("a bad edit stopped the service deciding")
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(policy), "limit     = 3", "limit     = 5", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually("reload of the fixed file", func() bool { return metric(t, web, `rlctl_config_reloads_total{result="ok"}`) == 2 })
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	eventually("SIGHUP reload", func() bool { return metric(t, web, `rlctl_config_reloads_total{result="ok"}`) == 3 })
+	// The raised limit applies, the address's counter carried over: 3 counted, 2 left.
+	if r := call("203.0.113.9"); r.OverallCode != rlsv3.RateLimitResponse_OK || r.Statuses[0].LimitRemaining != 1 {
+		t.Fatalf("after the reloads: %v", r)
+	}
+
+	// Shutdown drains: a call held by a paused Redis finishes after the stop begins.
+	srv.Pause(t)
+	for len(started) > 0 {
+		<-started
+	}
+	inflight := make(chan error, 1)
+	go func() {
+		r, err := rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "198.18.0.1"}}},
+		}})
+		if err == nil && r.OverallCode != rlsv3.RateLimitResponse_OK {
+			err = fmt.Errorf("the drained call: %v", r)
+		}
+		inflight <- err
+	}()
+	<-started
+	close(serveStop)
+	eventually("draining", func() bool { return strings.Contains(logs.String(), "rlctl serve: draining") })
+	srv.Resume()
+	if err := <-inflight; err != nil {
+		t.Fatalf("the call in flight at shutdown failed: %v", err)
+	}
+	if code := <-exit; code != 0 {
+		t.Fatalf("serve exited %d:\n%s", code, logs.String())
+	}
+}
