@@ -123,7 +123,7 @@ type docBlock struct {
 
 func (b docBlock) session() bool { return b.lang == "" && strings.HasPrefix(b.text, "$ rlctl ") }
 
-var markerRE = regexp.MustCompile(`^<!-- ((?:file|example|variant): .+) -->$`)
+var markerRE = regexp.MustCompile(`^<!-- ((?:file|example|variant|quote): .+) -->$`)
 
 // fencedBlocks returns the fenced blocks of doc, the text of the file named name.
 func fencedBlocks(t *testing.T, name, doc string) []docBlock {

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rlctl/rlctl/internal/redistest"
+)
+
+// TestDocsServe holds docs/serve.md, and the service's blocks of README.md, to the
+// repository. A block marked <!-- file: PATH --> is PATH's text, or excerpts of it in
+// order with "..." lines between them; one marked <!-- quote: PATH --> has each of its
+// lines in PATH (a Go file's doc comment quoting it); a sh block's rlctl serve commands
+// are run, each until it serves (on loopback ports of its own and, for -redis, a real
+// redis-server of the test's) and answers /healthz, then stopped: it must exit 0. Every
+// block of docs/serve.md is one of these.
+func TestDocsServe(t *testing.T) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []string{"docs/serve.md", "README.md"} {
+		text, err := os.ReadFile(filepath.Join(abs, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := 0
+		for _, b := range fencedBlocks(t, doc, string(text)) {
+			kind, arg, _ := strings.Cut(b.marker, ": ")
+			serves := b.lang == "sh" && strings.Contains(b.text, "rlctl serve ")
+			if doc == "README.md" && !serves && !(kind == "file" && strings.HasPrefix(arg, "serve/")) {
+				continue // README's other blocks have tests of their own
+			}
+			t.Run(fmt.Sprintf("%s:%d", doc, b.line), func(t *testing.T) {
+				switch {
+				case kind == "file":
+					checkExcerpt(t, filepath.Join(abs, arg), b.text)
+				case kind == "quote":
+					src, err := os.ReadFile(filepath.Join(abs, arg))
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, l := range strings.Split(strings.TrimSpace(b.text), "\n") {
+						if !strings.Contains(string(src), l) {
+							t.Errorf("%q is not in %s", l, arg)
+						}
+					}
+				case serves:
+					for _, line := range strings.Split(b.text, "\n") {
+						cmd, _, _ := strings.Cut(line, "#")
+						if args, ok := strings.CutPrefix(strings.TrimSpace(cmd), "rlctl serve "); ok {
+							served++
+							t.Chdir(abs)
+							serveOnce(t, strings.Fields(args))
+						}
+					}
+				default:
+					t.Errorf("a ```%s block with marker %q: nothing checks it", b.lang, b.marker)
+				}
+			})
+		}
+		if served == 0 {
+			t.Errorf("%s shows no rlctl serve command", doc)
+		}
+	}
+}
+
+// serveOnce runs rlctl serve with args until it answers /healthz, then stops it.
+func serveOnce(t *testing.T, args []string) {
+	t.Helper()
+	for i, a := range args {
+		if a == "-redis" && i+1 < len(args) {
+			args[i+1] = "redis://" + redistest.Start(t).Addr()
+		}
+	}
+	args = append(append([]string{"serve"}, args...), "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-watch=false")
+	ready := make(chan string, 1)
+	serveReady = func(_, h string) { ready <- h }
+	serveStop = make(chan struct{})
+	defer func() { serveReady, serveStop = nil, nil }()
+	var logs syncBuffer
+	exit := make(chan int, 1)
+	go func() { exit <- run(args, &env{stdout: &logs, stderr: &logs}) }()
+	select {
+	case h := <-ready:
+		resp, err := http.Get("http://" + h + "/healthz")
+		if err != nil || resp.StatusCode != 200 {
+			t.Errorf("rlctl %s: /healthz: %v %v", strings.Join(args, " "), resp, err)
+		}
+		if resp != nil {
+			resp.Body.Close()
+		}
+		close(serveStop)
+		if code := <-exit; code != 0 {
+			t.Errorf("rlctl %s exited %d:\n%s", strings.Join(args, " "), code, logs.String())
+		}
+	case code := <-exit:
+		t.Errorf("rlctl %s exited %d before serving:\n%s", strings.Join(args, " "), code, logs.String())
+	}
+}
