@@ -9,11 +9,12 @@ import (
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/serve"
 )
 
 var cmdCompile = &command{
 	name:  "compile",
-	args:  "[-json] FILE|DIR...",
+	args:  "[-json] [-from OLD] FILE|DIR...",
 	short: "show the plan: algorithms, parameters, keys, ARGV layout, script",
 	long: `Compile validates policies and prints what the engine will run: for each rule its
 algorithm, resolved parameters, the Redis key layout (with the cluster hash tag when the
@@ -22,11 +23,21 @@ commands and elements one call may touch, the bytes and entries one key may hold
 whether they pass the policy's budget); then the engine script's SHA1, its algorithms and
 the Redis commands it may call.
 
-  -json  print the plan as JSON
+With -from, compile also says what replacing the policies at OLD (a file or directory: the
+ones running now) with these does to each rule's counters, as rlctl serve reloads them or a
+deployment switches: kept (same policy and rule names, algorithm, key and shard, so the same
+Redis keys: the counters carry over and are read against the new parameters), reset (the
+key or shard changed: new keys, counters start empty), added, removed, or conflict (the
+algorithm changed under the same name: the new one would read the old one's state; rlctl
+serve refuses such a reload). A conflict makes compile exit 1.
+
+  -json      print the plan as JSON
+  -from OLD  compare with the policies at OLD
 `,
 	run: func(e *env, args []string) error {
 		fs := flags("compile")
 		asJSON := fs.Bool("json", false, "")
+		from := fs.String("from", "", "")
 		if err := parse(e, fs, args); err != nil {
 			return err
 		}
@@ -42,13 +53,34 @@ the Redis commands it may call.
 			return err
 		}
 		out := describe(cfg, plan)
+		conflict := false
+		if *from != "" {
+			old, _ := load(e, []string{*from})
+			if old == nil {
+				return errFailed
+			}
+			out.Changes = []changeOut{}
+			for _, c := range serve.Changes(old, cfg) {
+				out.Changes = append(out.Changes, changeOut{Policy: c.Policy, Rule: c.Rule, Change: c.Kind.String(), Why: c.Why})
+				conflict = conflict || c.Kind == serve.Conflict
+			}
+		}
+		if conflict {
+			defer fmt.Fprintln(e.stderr, "rlctl: error: a rule changed algorithm under the same name; rename it so that its counters start under keys of their own")
+		}
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
 			enc.SetEscapeHTML(false) // expressions hold && and <, which are not HTML
 			enc.SetIndent("", "  ")
-			return enc.Encode(out)
+			if err := enc.Encode(out); err != nil {
+				return err
+			}
+		} else {
+			printPlan(e, out, *from)
 		}
-		printPlan(e, out)
+		if conflict {
+			return errFailed
+		}
 		return nil
 	},
 }
@@ -56,6 +88,15 @@ the Redis commands it may call.
 type planOut struct {
 	Script   scriptOut   `json:"script"`
 	Policies []policyOut `json:"policies"`
+	// Changes, with -from: per rule, what replacing the old policies does to its counters.
+	Changes []changeOut `json:"changes,omitempty"`
+}
+
+type changeOut struct {
+	Policy string `json:"policy"`
+	Rule   string `json:"rule"`
+	Change string `json:"change"` // kept, reset, added, removed, conflict
+	Why    string `json:"why"`
 }
 
 type scriptOut struct {
@@ -247,7 +288,7 @@ func source(cfg *dsl.Config, rng hcl.Range) string {
 	return strings.Join(strings.Fields(string(f.Bytes[rng.Start.Byte:rng.End.Byte])), " ")
 }
 
-func printPlan(e *env, p planOut) {
+func printPlan(e *env, p planOut, from string) {
 	// Every value starts in one column, one space after the longest label.
 	type line struct{ indent, label, value string } // no label: a heading
 	var lines []line
@@ -295,6 +336,12 @@ func printPlan(e *env, p planOut) {
 	heading("script %s (protocol %s)", p.Script.SHA1, p.Script.Protocol)
 	attr("  ", "algorithms", strings.Join(p.Script.Algorithms, " "))
 	attr("  ", "commands", strings.Join(p.Script.Commands, " "))
+	if p.Changes != nil {
+		heading("counters, replacing %s", from)
+		for _, c := range p.Changes {
+			attr("  ", c.Change, c.Policy+"."+c.Rule+": "+c.Why)
+		}
+	}
 	col := 0
 	for _, l := range lines {
 		if l.label != "" {
