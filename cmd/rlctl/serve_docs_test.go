@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -69,7 +70,8 @@ func TestDocsServe(t *testing.T) {
 	}
 }
 
-// serveOnce runs rlctl serve with args until it answers /healthz, then stops it.
+// serveOnce runs rlctl serve with args until it answers /healthz, then stops it. A
+// -redis URL in args is replaced by a real redis-server's.
 func serveOnce(t *testing.T, args []string) {
 	t.Helper()
 	for i, a := range args {
@@ -77,6 +79,13 @@ func serveOnce(t *testing.T, args []string) {
 			args[i+1] = "redis://" + redistest.Start(t).Addr()
 		}
 	}
+	serveWhile(t, args, func(string) {})
+}
+
+// serveWhile runs rlctl serve with args on loopback ports, checks /healthz, calls f with the
+// HTTP API's base URL, then stops the service, which must exit 0.
+func serveWhile(t *testing.T, args []string, f func(web string)) {
+	t.Helper()
 	args = append(append([]string{"serve"}, args...), "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-watch=false")
 	ready := make(chan string, 1)
 	serveReady = func(_, h string) { ready <- h }
@@ -94,6 +103,7 @@ func serveOnce(t *testing.T, args []string) {
 		if resp != nil {
 			resp.Body.Close()
 		}
+		f("http://" + h)
 		close(serveStop)
 		if code := <-exit; code != 0 {
 			t.Errorf("rlctl %s exited %d:\n%s", strings.Join(args, " "), code, logs.String())
@@ -101,4 +111,31 @@ func serveOnce(t *testing.T, args []string) {
 	case code := <-exit:
 		t.Errorf("rlctl %s exited %d before serving:\n%s", strings.Join(args, " "), code, logs.String())
 	}
+}
+
+// TestServeOnACluster: -redis-type cluster runs the service on a real 3-node Redis Cluster.
+func TestServeOnACluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	a := cl.Addrs()
+	url := "redis://" + a[0] + "?addr=" + a[1] + "&addr=" + a[2]
+	serveWhile(t, []string{"-redis", url, "-redis-type", "cluster", filepath.Join(root, "serve", "testdata", "envoy", "edge.hcl")}, func(web string) {
+		for i := range 4 {
+			resp, err := http.Post(web+"/v1/decide", "application/json", strings.NewReader(
+				`{"requests": [{"attributes": {"domain": "edge", "descriptor": "remote_address", "remote_address": "192.0.2.7"}},
+				  {"attributes": {"domain": "edge", "descriptor": "tenant", "tenant": "t1"}}]}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d struct {
+				Allowed bool
+				Source  string
+				Rules   []struct{ Remaining int64 }
+			}
+			err = json.NewDecoder(resp.Body).Decode(&d)
+			resp.Body.Close()
+			if err != nil || d.Allowed != (i < 3) || d.Source != "backend" {
+				t.Fatalf("decision %d on the cluster: %+v %v", i+1, d, err)
+			}
+		}
+	})
 }
