@@ -497,3 +497,39 @@ func TestWatchReloads(t *testing.T) {
 		t.Fatal("a bad edit replaced the running engine")
 	}
 }
+
+// TestReloadKeepsTheLocalFallback: during an outage an on_error = "local" policy counts in
+// process; a reload in the middle of it keeps those counts (every engine of the server
+// shares one fallback).
+func TestReloadKeepsTheLocalFallback(t *testing.T) {
+	redisSrv := redistest.Start(t)
+	dir := t.TempDir()
+	policy := strings.Replace(edgePolicy(t), "\n  match =", "\n  on_error = \"local\"\n  clock = \"client\"\n  match =", 1)
+	path := filepath.Join(dir, "edge.hcl")
+	if err := os.WriteFile(path, []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clock := luahost.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	srv, err := New(Config{Paths: []string{path}, Backend: engine.NewRedis(redisSrv.Client(t)),
+		Engine: []engine.Option{engine.WithClock(clock.Now)}, Clock: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	redisSrv.Kill(t)
+	ctx := context.Background()
+	ip := []dsl.Request{engine.Attrs{"domain": "edge", "descriptor": "remote_address", "remote_address": "192.0.2.9"}}
+	for range 2 {
+		if d, err := srv.Engine().AllowAll(ctx, ip, nil); err != nil || !d.Allowed || d.Source != engine.FromLocal {
+			t.Fatalf("before the reload: %+v %v", d, err)
+		}
+	}
+	if _, err := srv.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := srv.Engine().AllowAll(ctx, ip, nil); err != nil || !d.Allowed || d.Source != engine.FromLocal || d.Rules[0].Remaining != 0 {
+		t.Fatalf("the third request, after the reload: %+v %v", d, err)
+	}
+	if d, err := srv.Engine().AllowAll(ctx, ip, nil); err != nil || d.Allowed {
+		t.Fatalf("the fourth request passed: the reload forgot the outage's counts: %+v %v", d, err)
+	}
+}

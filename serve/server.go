@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/luahost"
 )
 
 // Server decides rate limits for other processes: Envoy's rate limit service over gRPC
@@ -56,7 +57,9 @@ type Config struct {
 	// Reloaded, when set, is called after every attempt to load the policies, the first
 	// included, with whether it succeeded and the size of the running plan.
 	Reloaded func(ok bool, policies, rules int)
-	// Clock is the time leases expire on (default time.Now).
+	// Clock is the time leases expire on, and the clock of the on_error = "local" fallback
+	// that every engine of the server shares (default time.Now). Give the engines the same
+	// clock (engine.WithClock).
 	Clock func() time.Time
 	// OmitHeaders leaves the RateLimit fields out of Envoy responses (Envoy adds what the
 	// service returns to the client's response).
@@ -80,6 +83,12 @@ func New(c Config) (*Server, error) {
 	s.leases.now = c.Clock
 	if s.leases.now == nil {
 		s.leases.now = time.Now
+	}
+	if _, local := c.Backend.(*engine.Local); !local {
+		// One on_error = "local" fallback for every engine a reload makes, so the counters
+		// it keeps during an outage survive a reload (each engine would start its own).
+		fallback := engine.NewLocal(luahost.New(luahost.WithClock(clockFunc(s.leases.now))))
+		s.opts = append([]engine.Option{engine.WithLocalFallback(fallback)}, s.opts...)
 	}
 	st, _, err := s.load()
 	if s.reloaded != nil {
@@ -178,6 +187,11 @@ func render(files map[string]*hcl.File, diags hcl.Diagnostics) string {
 	}
 	return b.String()
 }
+
+// clockFunc is a luahost.Clock.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
 
 func countRules(cfg *dsl.Config) int {
 	n := 0
