@@ -362,6 +362,9 @@ func TestReloadUnderLoad(t *testing.T) {
 				}()
 			}
 			before := f.srv.Engine()
+			if c, err := f.srv.Reload(); err != nil || c != nil || f.srv.Engine() != before {
+				t.Fatalf("a reload of the same files: %v %v; the engine must stay", c, err)
+			}
 			f.write(t, "edge.hcl", strings.Replace(good, "limit     = 3", "limit     = 3\n    oops", 1))
 			_, err := f.srv.Reload()
 			if err == nil || !errors.Is(err, ErrPolicies) || !strings.Contains(err.Error(), "edge.hcl:") {

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -113,7 +114,8 @@ func (s *Server) Engine() *engine.Engine { return s.cur.Load().engine }
 // Reload reads the policy files again. When they load and compile, the new policies
 // decide every request from then on; requests being decided finish on the old ones. When
 // they do not, the running policies stay, the diagnostics are logged, and the error says
-// why. The report lists, per rule, whether its counters carry over (see Changes).
+// why. The report lists, per rule, whether its counters carry over (see Changes). Files
+// that read as they did change nothing: the running engine stays, and the report is empty.
 func (s *Server) Reload() ([]Change, error) {
 	s.reload.Lock()
 	defer s.reload.Unlock()
@@ -125,6 +127,15 @@ func (s *Server) Reload() ([]Change, error) {
 			s.reloaded(false, len(old.plan.Policies()), countRules(old.cfg))
 		}
 		return nil, err
+	}
+	if sameFiles(old.cfg, st.cfg) {
+		// A watched directory changed elsewhere, or a file was saved as it was: keep the
+		// running engine (its breaker and deny cache) as it is.
+		s.log.Debug("rlctl serve: policies unchanged")
+		if s.reloaded != nil {
+			s.reloaded(true, len(old.plan.Policies()), countRules(old.cfg))
+		}
+		return nil, nil
 	}
 	s.cur.Store(st)
 	for _, c := range changes {
@@ -186,6 +197,20 @@ func render(files map[string]*hcl.File, diags hcl.Diagnostics) string {
 		b.WriteString(text)
 	}
 	return b.String()
+}
+
+// sameFiles reports whether two loads read the same files with the same bytes.
+func sameFiles(a, b *dsl.Config) bool {
+	if len(a.Files) != len(b.Files) {
+		return false
+	}
+	for name, f := range a.Files {
+		g, ok := b.Files[name]
+		if !ok || !bytes.Equal(f.Bytes, g.Bytes) {
+			return false
+		}
+	}
+	return true
 }
 
 // clockFunc is a luahost.Clock.
