@@ -7,6 +7,7 @@
 //	rlctl verify [-duration D] [-seed N] [-budget N] [-clients N] [-j N] [-strict] [-json] [-v] FILE|DIR...
 //	rlctl bench -redis ADDR [-n N] [-c C] [-duration D] [-keys K] [-policy NAME] [-deadline D] [-attr NAME=VALUE]... FILE|DIR...
 //	rlctl serve [-grpc ADDR] [-http ADDR] [-redis URL [-redis-type TYPE]] [-timeout D] [-max-memory BYTES] [-drain D] [-watch=false] [-no-headers] [-log-level LEVEL] FILE|DIR...
+//	rlctl import [-o FILE] FILE.yaml
 //	rlctl version
 //	rlctl help [COMMAND|TOPIC]
 //
@@ -57,7 +58,7 @@ var errHelp = errors.New("help")
 var commands []*command
 
 func init() {
-	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdBench, cmdServe, cmdVersion, cmdHelp}
+	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdBench, cmdServe, cmdImport, cmdVersion, cmdHelp}
 }
 
 func main() {
