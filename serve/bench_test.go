@@ -76,7 +76,30 @@ type benchServer struct {
 // whether the decision allowed.
 type call func(ctx context.Context, i int) (bool, error)
 
-func startBench(b *testing.B, backend string) *benchServer {
+// BenchmarkServeStreamWorkers measures the gRPC server option that rlctl serve does not
+// set, NumStreamWorkers: by default grpc-go starts a goroutine per call, whose stack grows
+// (copystack) to run the engine; workers keep their grown stacks. Embedded backend, one
+// descriptor, one ClientConn, as BenchmarkServe's via=grpc-1conn.
+//
+//	go test -run '^$' -bench BenchmarkServeStreamWorkers -benchtime 20000x ./serve
+func BenchmarkServeStreamWorkers(b *testing.B) {
+	for _, workers := range []uint32{0, 4, 32} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			var opts []grpc.ServerOption
+			if workers > 0 {
+				opts = append(opts, grpc.NumStreamWorkers(workers))
+			}
+			bs := startBench(b, "embedded", opts...)
+			for _, c := range []int{8, 32} {
+				b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) { bs.load(b, c, bs.grpc(1, bs.conns[:1])) })
+			}
+		})
+	}
+}
+
+// startBench serves the raised edge.hcl on backend over gRPC on loopback, with the
+// server's opts, and connects four clients.
+func startBench(b *testing.B, backend string, opts ...grpc.ServerOption) *benchServer {
 	b.Helper()
 	dir := b.TempDir()
 	src, err := os.ReadFile("testdata/envoy/edge.hcl")
@@ -115,7 +138,7 @@ func startBench(b *testing.B, backend string) *benchServer {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(opts...)
 	bs.srv.RegisterGRPC(g)
 	go g.Serve(l)
 	b.Cleanup(g.Stop)
