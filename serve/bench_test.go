@@ -47,7 +47,7 @@ const (
 // raised to benchLimit, over benchKeys addresses, so nothing is denied. Client, server
 // and (for redis) redis-server share the machine: compare the paths within one run.
 //
-//	go test -run '^$' -bench BenchmarkServe -benchtime 20000x ./serve
+//	go test -run '^$' -bench 'BenchmarkServe$' -benchtime 20000x -count 2 ./serve
 func BenchmarkServe(b *testing.B) {
 	for _, backend := range backendNames {
 		b.Run("backend="+backend, func(b *testing.B) {

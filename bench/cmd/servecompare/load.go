@@ -14,6 +14,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlctl/rlctl/bench/internal/redisproc"
 )
 
 // load is what every cell is bounded by.
@@ -70,7 +72,7 @@ func runCell(ctx context.Context, rdb *redis.Client, s *service, shape, c int, l
 	if err != nil {
 		return nil, err
 	}
-	r0, err := redisCPU(ctx, rdb)
+	r0, err := redisproc.CPU(ctx, rdb)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +124,7 @@ func runCell(ctx context.Context, rdb *redis.Client, s *service, shape, c int, l
 		return nil, *err
 	}
 	s1, c1 := procCPU(s.pid()), procCPU(os.Getpid())
-	r1, err := redisCPU(ctx, rdb)
+	r1, err := redisproc.CPU(ctx, rdb)
 	if err != nil {
 		return nil, err
 	}
@@ -186,32 +188,6 @@ func commandCalls(ctx context.Context, rdb *redis.Client) (map[string]int64, err
 		}
 	}
 	return m, nil
-}
-
-// redisCPU is the server's used_cpu_user + used_cpu_sys, in seconds.
-func redisCPU(ctx context.Context, rdb *redis.Client) (float64, error) {
-	info, err := rdb.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0, err
-	}
-	var sum float64
-	for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
-		v, err := infoField(info, f)
-		if err != nil {
-			return 0, err
-		}
-		sum += v
-	}
-	return sum, nil
-}
-
-func infoField(info, name string) (float64, error) {
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
-			return strconv.ParseFloat(v, 64)
-		}
-	}
-	return 0, fmt.Errorf("INFO has no %s", name)
 }
 
 // procCPU is a process's user+system CPU time from /proc/PID/stat, in clock ticks of
