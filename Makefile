@@ -10,7 +10,7 @@ FUZZ_TARGETS ?= algorithms:FuzzTrace dsl:FuzzLoad dsl:FuzzFormat dsl:FuzzTemplat
 # Per target in `make test`: 10 targets × 6s, a smoke run; run longer by hand (FUZZTIME=5m make fuzz).
 FUZZTIME ?= 6s
 
-.PHONY: test redis-deps vet race differential proofs fuzz bench build
+.PHONY: test redis-deps vet race differential proofs fuzz bench bench-serve build
 # Run the prerequisites of test one after another, in order, even under -j.
 .NOTPARALLEL:
 
@@ -57,6 +57,11 @@ fuzz:
 bench:
 	$(GO) test -run='^$$' -bench='BenchmarkLuahost|BenchmarkAllow|BenchmarkMiddleware|BenchmarkSimulate' -benchmem ./algorithms ./engine ./httplimit ./verify
 	cd bench && $(GO) run ./cmd/sidebyside
+
+# The Envoy rate limit service: over gRPC against in process, and beside envoyproxy/ratelimit.
+bench-serve:
+	$(GO) test -run='^$$' -bench='BenchmarkServe$$' -benchtime=20000x -count=2 ./serve
+	cd bench && $(GO) run ./cmd/servecompare
 
 build:
 	$(GO) build ./...

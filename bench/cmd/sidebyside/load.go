@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlctl/rlctl/bench/internal/redisproc"
 )
 
 // cell is one measurement: one contender (or ceiling) at one concurrency.
@@ -158,7 +160,7 @@ type meter struct{ cpu0 float64 }
 
 // startMeter reads the server's CPU and resets its command statistics.
 func startMeter(ctx context.Context, rdb *redis.Client) (meter, error) {
-	cpu, err := serverCPU(ctx, rdb)
+	cpu, err := redisproc.CPU(ctx, rdb)
 	if err != nil {
 		return meter{}, err
 	}
@@ -167,7 +169,7 @@ func startMeter(ctx context.Context, rdb *redis.Client) (meter, error) {
 
 // stop returns the server CPU per decision and the mean script run time since start, in µs.
 func (m meter) stop(ctx context.Context, rdb *redis.Client, decisions int) (serverUS, scriptUS float64, err error) {
-	cpu, err := serverCPU(ctx, rdb)
+	cpu, err := redisproc.CPU(ctx, rdb)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -175,23 +177,6 @@ func (m meter) stop(ctx context.Context, rdb *redis.Client, decisions int) (serv
 		return 0, 0, err
 	}
 	return (cpu - m.cpu0) * 1e6 / float64(decisions), scriptUS, nil
-}
-
-// serverCPU returns the server's used_cpu_user + used_cpu_sys in seconds.
-func serverCPU(ctx context.Context, rdb *redis.Client) (float64, error) {
-	info, err := rdb.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0, err
-	}
-	var sum float64
-	for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
-		v, err := infoField(info, f)
-		if err != nil {
-			return 0, err
-		}
-		sum += v
-	}
-	return sum, nil
 }
 
 // scriptTime returns the mean time of an EVAL, EVALSHA or FCALL since the last CONFIG RESETSTAT,
@@ -228,16 +213,6 @@ func scriptTime(ctx context.Context, rdb *redis.Client) (float64, error) {
 		return -1, nil
 	}
 	return usec / calls, nil
-}
-
-// infoField returns the numeric field name of an INFO reply.
-func infoField(info, name string) (float64, error) {
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, name+":"); ok {
-			return strconv.ParseFloat(v, 64)
-		}
-	}
-	return 0, fmt.Errorf("INFO has no %s", name)
 }
 
 // runCeiling has redis-benchmark send ev l.n times from conc connections to addr (its

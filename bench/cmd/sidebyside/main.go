@@ -43,6 +43,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlctl/rlctl/bench/internal/redisproc"
 )
 
 func main() { os.Exit(run()) }
@@ -115,13 +117,13 @@ func progress(format string, args ...any) {
 }
 
 func measure(ctx context.Context, concs []int, rounds int, l load, memKeys int, match *regexp.Regexp) error {
-	srv, err := startServer()
+	srv, err := redisproc.Start()
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	rdb := redis.NewClient(&redis.Options{
-		Addr: srv.addr, PoolSize: 2 * maxOf(concs), DialerRetries: 1,
+		Addr: srv.Addr, PoolSize: 2 * maxOf(concs), DialerRetries: 1,
 		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
 	})
 	defer rdb.Close()
@@ -182,7 +184,7 @@ func measure(ctx context.Context, concs []int, rounds int, l load, memKeys int, 
 		for _, conc := range concs {
 			for _, j := range order {
 				if j.ev != nil {
-					cl, err := runCeiling(ctx, rdb, srv.addr, *j.ev, conc, l)
+					cl, err := runCeiling(ctx, rdb, srv.Addr, *j.ev, conc, l)
 					if err != nil {
 						return fmt.Errorf("%s, c=%d: %w", ceilingName(j.c.name), conc, err)
 					}

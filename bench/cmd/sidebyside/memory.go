@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/bench/internal/redisproc"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
 )
@@ -184,6 +185,6 @@ func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, err := infoField(info, "used_memory")
+	v, err := redisproc.InfoField(info, "used_memory")
 	return int64(v), err
 }

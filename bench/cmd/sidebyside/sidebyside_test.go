@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlctl/rlctl/bench/internal/redisproc"
 )
 
 func testServer(t *testing.T) *redis.Client {
@@ -17,12 +19,12 @@ func testServer(t *testing.T) *redis.Client {
 			t.Skipf("%s not installed", bin)
 		}
 	}
-	srv, err := startServer()
+	srv, err := redisproc.Start()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(srv.stop)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.addr, PoolSize: 16})
+	t.Cleanup(srv.Stop)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 16})
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
 }

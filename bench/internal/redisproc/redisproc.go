@@ -1,4 +1,7 @@
-package main
+// Package redisproc runs redis-server processes on loopback for the benchmark programs:
+// started with exec (never daemonized), nothing on disk, killed by the kernel if the
+// program dies (Linux).
+package redisproc
 
 import (
 	"context"
@@ -21,18 +24,17 @@ const (
 	stopTimeout  = 5 * time.Second  // from SIGTERM to exit, then SIGKILL
 )
 
-// server is a redis-server process on 127.0.0.1 owned by this program: started with exec
-// (never daemonized), nothing on disk, killed by the kernel if the program dies (Linux).
-type server struct {
-	addr string
+// Server is a redis-server process on 127.0.0.1 owned by this program.
+type Server struct {
+	Addr string // host:port
 	dir  string
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
-// startServer starts redis-server on a free loopback port and returns once that process
-// (not another one that took the port) answers PING.
-func startServer() (*server, error) {
+// Start starts redis-server on a free loopback port and returns once that process (not
+// another one that took the port) answers.
+func Start() (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("redis-server not found: %w (apt-get install redis-server)", err)
@@ -43,11 +45,11 @@ func startServer() (*server, error) {
 	}
 	var last error
 	for range 5 {
-		port, err := freePort()
+		port, err := FreePort()
 		if err != nil {
 			return nil, err
 		}
-		s := &server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, done: make(chan struct{})}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, done: make(chan struct{})}
 		s.cmd = exec.Command(bin,
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--protected-mode", "no",
 			"--save", "", "--appendonly", "no", "--daemonize", "no",
@@ -69,11 +71,11 @@ func startServer() (*server, error) {
 	return nil, fmt.Errorf("redis-server did not start: %w", last)
 }
 
-func (s *server) waitReady() error {
+func (s *Server) waitReady() error {
 	// Wait for the port first, so go-redis logs no failed dials.
 	deadline := time.Now().Add(readyTimeout)
 	for {
-		conn, err := net.DialTimeout("tcp", s.addr, time.Second)
+		conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
 		if err == nil {
 			conn.Close()
 			break
@@ -87,7 +89,7 @@ func (s *server) waitReady() error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	c := redis.NewClient(&redis.Options{Addr: s.addr, DialerRetries: 1, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, DialerRetries: 1, MaxRetries: -1})
 	defer c.Close()
 	want := "process_id:" + strconv.Itoa(s.cmd.Process.Pid) + "\r\n"
 	for {
@@ -95,7 +97,7 @@ func (s *server) waitReady() error {
 		info, err := c.Info(ctx, "server").Result()
 		cancel()
 		if err == nil && !strings.Contains(info, want) {
-			err = errors.New("another process answers on " + s.addr)
+			err = errors.New("another process answers on " + s.Addr)
 		}
 		if err == nil {
 			return nil
@@ -111,8 +113,8 @@ func (s *server) waitReady() error {
 	}
 }
 
-// stop ends the server with SIGTERM (SIGKILL after stopTimeout) and removes its files.
-func (s *server) stop() {
+// Stop ends the server with SIGTERM (SIGKILL after stopTimeout) and removes its files.
+func (s *Server) Stop() {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
@@ -122,13 +124,16 @@ func (s *server) stop() {
 	os.RemoveAll(s.dir)
 }
 
-func (s *server) kill() {
+func (s *Server) kill() {
 	_ = s.cmd.Process.Kill()
 	<-s.done
 }
 
-// freePort returns a loopback port nothing listens on now.
-func freePort() (int, error) {
+// Pid is the server's process id.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
+// FreePort returns a loopback port nothing listens on now.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
