@@ -536,3 +536,32 @@ func TestReloadKeepsTheLocalFallback(t *testing.T) {
 		t.Fatalf("the fourth request passed: the reload forgot the outage's counts: %+v %v", d, err)
 	}
 }
+
+// TestLocalFallbackCap: LocalMaxMemory bounds what the shared on_error = "local" fallback
+// keeps during an outage: past it keys are evicted and the hook counts them.
+func TestLocalFallbackCap(t *testing.T) {
+	redisSrv := redistest.Start(t)
+	dir := t.TempDir()
+	policy := strings.Replace(edgePolicy(t), "\n  match =", "\n  on_error = \"local\"\n  match =", 1)
+	path := filepath.Join(dir, "edge.hcl")
+	if err := os.WriteFile(path, []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var evicted atomic.Uint64
+	srv, err := New(Config{Paths: []string{path}, Backend: engine.NewRedis(redisSrv.Client(t)), LocalMaxMemory: 64 << 10,
+		Engine: []engine.Option{engine.WithHooks(engine.Hooks{Evicted: func(n uint64) { evicted.Add(n) }})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	redisSrv.Kill(t)
+	ctx := context.Background()
+	for i := range 5000 {
+		ip := []dsl.Request{engine.Attrs{"domain": "edge", "descriptor": "remote_address", "remote_address": fmt.Sprint("10.", i/256, ".", i%256, ".1")}}
+		if d, err := srv.Engine().AllowAll(ctx, ip, nil); err != nil || !d.Allowed || d.Source != engine.FromLocal {
+			t.Fatalf("request %d: %+v %v", i, d, err)
+		}
+	}
+	if evicted.Load() == 0 {
+		t.Fatal("5000 clients in a 64 KiB fallback evicted nothing")
+	}
+}

@@ -65,6 +65,10 @@ type Config struct {
 	// OmitHeaders leaves the RateLimit fields out of Envoy responses (Envoy adds what the
 	// service returns to the client's response).
 	OmitHeaders bool
+	// LocalMaxMemory caps, in bytes, the counters the on_error = "local" fallback keeps in
+	// process during a Redis outage (the least recently used keys are evicted past it,
+	// luahost.AllKeysLRU); 0 means no cap. Not used when Backend is itself in process.
+	LocalMaxMemory int64
 }
 
 // ErrPolicies is wrapped by the error of a load whose policy files have errors; the
@@ -88,7 +92,11 @@ func New(c Config) (*Server, error) {
 	if _, local := c.Backend.(*engine.Local); !local {
 		// One on_error = "local" fallback for every engine a reload makes, so the counters
 		// it keeps during an outage survive a reload (each engine would start its own).
-		fallback := engine.NewLocal(luahost.New(luahost.WithClock(clockFunc(s.leases.now))))
+		hopts := []luahost.Option{luahost.WithClock(clockFunc(s.leases.now))}
+		if c.LocalMaxMemory > 0 {
+			hopts = append(hopts, luahost.WithMaxMemory(c.LocalMaxMemory, luahost.AllKeysLRU))
+		}
+		fallback := engine.NewLocal(luahost.New(hopts...))
 		s.opts = append([]engine.Option{engine.WithLocalFallback(fallback)}, s.opts...)
 	}
 	st, _, err := s.load()

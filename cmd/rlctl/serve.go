@@ -69,9 +69,11 @@ Flags:
                     ?master_name=NAME), as envoyproxy/ratelimit's REDIS_TYPE
   -timeout D        the decision deadline on Redis (default 50ms): past it the policy's
                     on_error decides
-  -max-memory BYTES the embedded backend's memory for counters (default 0, no cap; with a
-                    cap the least recently used keys are evicted, counted in
-                    rlctl_evicted_keys_total)
+  -max-memory BYTES the memory for counters kept in process (default 0, no cap): the
+                    embedded backend's or, with -redis, the on_error = "local"
+                    fallback's during an outage; past it the least recently used keys
+                    are evicted (each a client whose history is forgotten), counted in
+                    rlctl_evicted_keys_total
   -drain D          how long in-flight calls may take to finish at shutdown (default 10s)
   -watch            reload when the files change (default true)
   -no-headers       leave the RateLimit fields out of Envoy responses
@@ -164,7 +166,8 @@ func runServe(e *env, args []string) error {
 				m.Plan(policies, rules)
 			}
 		},
-		OmitHeaders: *noHeaders,
+		OmitHeaders:    *noHeaders,
+		LocalMaxMemory: *maxMemory,
 	})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
