@@ -239,8 +239,9 @@ type Fault struct {
 // End returns when the fault stops: At + For.
 func (f *Fault) End() time.Duration { return f.At + f.For }
 
-// EngineSettings are the engine options a scenario's engine block sets. Each matters only
-// while Redis fails (or, for the deny cache, once a request was denied).
+// EngineSettings are the engine options a scenario's engine block sets, and the simulated
+// Redis's memory. Each matters only while Redis fails (or, for the deny cache, once a
+// request was denied; for the memory, once the keys fill it).
 type EngineSettings struct {
 	// Deadline bounds each Redis call: a call unanswered by then is a failure. Default
 	// 50ms, the engine's.
@@ -253,11 +254,18 @@ type EngineSettings struct {
 	// DenyCache is the number of denials the engine remembers, to answer a repeat within its
 	// retry-after without Redis; 0, the default, disables the cache.
 	DenyCache int
+	// MaxMemory is the simulated Redis's maxmemory in bytes (the embedded backend's cap,
+	// luahost.WithMaxMemory); 0, the default, is none. Past it Eviction decides, as Redis's
+	// maxmemory-policy does: noeviction (the default) refuses writes, so calls fail and
+	// policies decide by on_error; the allkeys-* and volatile-* policies evict keys, each a
+	// client whose history the limiter forgets.
+	MaxMemory int64
+	Eviction  string
 }
 
 // DefaultEngine is the engine's configuration when a scenario sets nothing: the defaults
 // of engine.New.
-var DefaultEngine = EngineSettings{Deadline: 50 * time.Millisecond, BreakerFailures: 5, BreakerCooldown: time.Second}
+var DefaultEngine = EngineSettings{Deadline: 50 * time.Millisecond, BreakerFailures: 5, BreakerCooldown: time.Second, Eviction: "noeviction"}
 
 // Arrival patterns of a Traffic.
 const (

@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/rlctl/rlctl/luahost"
 )
 
 // This file reads a scenario's fault and engine blocks: the Redis failures a simulation
@@ -29,6 +31,8 @@ var engineSchema = &hcl.BodySchema{
 		{Name: "breaker_failures"},
 		{Name: "breaker_cooldown"},
 		{Name: "deny_cache"},
+		{Name: "max_memory"},
+		{Name: "eviction"},
 	},
 }
 
@@ -197,6 +201,33 @@ func (l *loader) decodeEngine(blocks hcl.Blocks, s *Scenario) {
 				s.Engine.DenyCache = int(n)
 			}
 		}
+		if a := content.Attributes["max_memory"]; a != nil {
+			e, d := l.env.compile(a.Expr, constScope, cty.DynamicPseudoType)
+			l.add(d...)
+			switch {
+			case e == nil:
+			case e.kind != kindConst || e.val.IsNull():
+				l.add(errorf(a.Expr.Range(), "Invalid max_memory", "max_memory must be a constant: the bytes the simulated Redis may hold, such as max_memory = \"64MiB\"."))
+			default:
+				if n, err := bytesValue(e.val); err != nil {
+					l.add(errorf(a.Expr.Range(), "Invalid max_memory", "%s %s", err, byteForms))
+				} else {
+					s.Engine.MaxMemory = n
+				}
+			}
+		}
+		if a := content.Attributes["eviction"]; a != nil {
+			if v, ok := l.constString(a); ok {
+				if _, err := luahost.ParseEvictionPolicy(v); err != nil {
+					l.add(errorf(a.Expr.Range(), "Invalid eviction", "%s. Use one of Redis's maxmemory policies: %s.", err, strings.Join(evictionPolicies, ", ")))
+				} else {
+					s.Engine.Eviction = strings.ToLower(v)
+				}
+				if content.Attributes["max_memory"] == nil {
+					l.add(warnf(a.NameRange, "Eviction without max_memory", "eviction only matters once the keys fill max_memory, and scenario %q sets none. Add max_memory = \"64MiB\", or remove eviction.", s.Name))
+				}
+			}
+		}
 		if !slices.ContainsFunc(s.Faults, failsCalls) {
 			for _, name := range []string{"deadline", "breaker_failures", "breaker_cooldown"} {
 				if a := content.Attributes[name]; a != nil {
@@ -206,6 +237,9 @@ func (l *loader) decodeEngine(blocks hcl.Blocks, s *Scenario) {
 		}
 	}
 }
+
+// evictionPolicies are the maxmemory policies a scenario's engine block may name.
+var evictionPolicies = []string{"noeviction", "allkeys-lru", "volatile-lru", "allkeys-random", "volatile-random", "volatile-ttl"}
 
 // failsCalls reports whether f makes Redis calls fail (every kind but a flush).
 func failsCalls(f *Fault) bool { return f.Kind != FaultFlush }

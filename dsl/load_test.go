@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -227,7 +228,7 @@ scenario "s" {
 	if s.Faults[2].Reply != DefaultFaultReply || !strings.HasPrefix(s.Faults[3].Reply, "READONLY") || s.Faults[0].Reply != "" {
 		t.Errorf("replies %q %q %q", s.Faults[0].Reply, s.Faults[2].Reply, s.Faults[3].Reply)
 	}
-	want := EngineSettings{Deadline: 20 * time.Millisecond, BreakerFailures: 5, BreakerCooldown: time.Second, DenyCache: 1000}
+	want := EngineSettings{Deadline: 20 * time.Millisecond, BreakerFailures: 5, BreakerCooldown: time.Second, DenyCache: 1000, Eviction: "noeviction"}
 	if s.Engine != want {
 		t.Errorf("engine %+v, want %+v", s.Engine, want)
 	}
@@ -426,6 +427,63 @@ func TestClockSkew(t *testing.T) {
 		}
 		if cfg != nil && len(cfg.Policies) == 1 && cfg.Policies[0].ClockSkew != c.skew {
 			t.Errorf("%q: ClockSkew %d, want %d", c.attrs, cfg.Policies[0].ClockSkew, c.skew)
+		}
+	}
+}
+
+// TestScenarioMemory: an engine block's max_memory and eviction, and the mistakes in them.
+func TestScenarioMemory(t *testing.T) {
+	scenario := func(engine string) string {
+		return `policy "p" {
+  rule "r" {
+    algorithm = "gcra"
+    key       = request.ip
+    rate      = "5/h"
+    burst     = 5
+  }
+}
+scenario "s" {
+  policy   = "p"
+  duration = "1m"
+  traffic "t" {
+    request = { ip = "a" }
+    rate    = "1/s"
+  }
+  engine {
+` + engine + `
+  }
+  expect {
+    ok = allowed_fraction("t") > 0
+  }
+}
+`
+	}
+	cfg, diags := Parse(map[string][]byte{"p.hcl": []byte(scenario(`max_memory = "64MiB"` + "\n" + `eviction = "AllKeys-LRU"`))})
+	if diags.HasErrors() || len(diags) > 1 { // the warning that request.ip can be empty
+		t.Fatal(diags)
+	}
+	if e := cfg.Scenarios[0].Engine; e.MaxMemory != 64<<20 || e.Eviction != "allkeys-lru" {
+		t.Errorf("engine %+v", e)
+	}
+	for src, want := range map[string]string{
+		`max_memory = "64 furlongs"`:                        "p.hcl:17:14: Invalid max_memory",
+		`max_memory = request.ip`:                           "p.hcl:17:14: Unknown variable",
+		"max_memory = \"1MiB\"\neviction = \"allkeys-lfu\"": "p.hcl:18:12: Invalid eviction",
+		`eviction = "allkeys-lru"`:                          "p.hcl:17:1: Eviction without max_memory",
+	} {
+		_, diags := Parse(map[string][]byte{"p.hcl": []byte(scenario(src))})
+		found := false
+		for _, d := range diags {
+			if fmt.Sprintf("%s:%d:%d: %s", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, d.Summary) == want {
+				found = true
+			}
+		}
+		if !found {
+			var got []string
+			for _, d := range diags {
+				got = append(got, fmt.Sprintf("%s:%d:%d: %s", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, d.Summary))
+			}
+			t.Errorf("%s: %q, want %s", src, got, want)
 		}
 	}
 }

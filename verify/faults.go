@@ -89,6 +89,12 @@ type EngineReport struct {
 	BreakerFailures int           `json:"breaker_failures"`
 	BreakerCooldown time.Duration `json:"breaker_cooldown_ns"`
 	DenyCache       int           `json:"deny_cache"`
+	// MaxMemory is the simulated Redis's maxmemory (0: none), Eviction its policy, Evicted
+	// the keys it evicted during the run and Memory the bytes its keys held at the end.
+	MaxMemory int64  `json:"max_memory,omitempty"`
+	Eviction  string `json:"eviction,omitempty"`
+	Evicted   uint64 `json:"evicted,omitempty"`
+	Memory    int64  `json:"memory,omitempty"`
 }
 
 // errStalled is what a client whose deadline passed without an answer returns.
@@ -382,6 +388,13 @@ func (r *Report) writeFaults(w io.Writer) {
 		fmt.Fprintf(w, "engine: %s\n", cache)
 	} else {
 		fmt.Fprintf(w, "engine: deadline %s, breaker opens after %d %s for %s, %s\n", fmtDur(e.Deadline), e.BreakerFailures, plural(int64(e.BreakerFailures), "failure", "failures"), fmtDur(e.BreakerCooldown), cache)
+	}
+	if e.MaxMemory > 0 {
+		what := fmt.Sprintf("%d %s evicted: each a client whose history the limiter forgot", e.Evicted, plural(int64(e.Evicted), "key", "keys"))
+		if e.Eviction == "noeviction" {
+			what = "writes past it refused (OOM): those calls failed and on_error decided them"
+		}
+		fmt.Fprintf(w, "redis: maxmemory %s (%s), %s held at the end; %s\n", algorithms.FormatBytes(e.MaxMemory), e.Eviction, algorithms.FormatBytes(e.Memory), what)
 	}
 	tb := table{head: []string{"during", "traffic", "requests", "allowed", "denied", "decided by", "recovered"}, left: 2}
 	if len(r.Faults) == 0 {

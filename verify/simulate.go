@@ -177,6 +177,7 @@ type sim struct {
 	eng    *engine.Engine
 	peek   *engine.Engine // probes: the engine on Redis itself, without faults
 	faults *faultBackend  // nil when the scenario declares no fault
+	capped bool           // the scenario gives the simulated Redis a maxmemory
 	origin int64          // µs since the epoch of virtual time 0
 	end    int64          // µs: the duration, for progress and the timeline
 	sched  scheduler
@@ -281,19 +282,29 @@ func newSim(plan *engine.Plan, cfg *dsl.Config, r *Report) (*sim, error) {
 // declares faults, through a faultBackend with sc's deadline and breaker; with sc's deny
 // cache either way.
 func (s *sim) startEngine(plan *engine.Plan, sc *dsl.Scenario) {
-	redis := engine.NewLocal(s.host)
-	opts := []engine.Option{engine.WithClock(s.clock.Now)}
 	settings := dsl.DefaultEngine
 	if sc != nil {
 		settings = sc.Engine
 	}
+	if settings.MaxMemory > 0 {
+		// The simulated Redis with a maxmemory: a host of its own, the script loaded.
+		policy, _ := luahost.ParseEvictionPolicy(settings.Eviction) // dsl validated it
+		host := luahost.New(luahost.WithClock(s.clock), luahost.WithCommands(s.script.Commands()...),
+			luahost.WithTimeout(0), luahost.WithInstructionLimit(scriptSteps), luahost.WithMaxMemory(settings.MaxMemory, policy))
+		if _, err := host.Load(s.script.Source); err == nil {
+			s.host = host
+		}
+		s.capped = true
+	}
+	redis := engine.NewLocal(s.host)
+	opts := []engine.Option{engine.WithClock(s.clock.Now)}
 	if settings.DenyCache > 0 {
 		opts = append(opts, engine.WithDenyCache(settings.DenyCache))
 	}
 	if sc == nil || len(sc.Faults) == 0 {
 		s.eng = engine.New(redis, plan, append(opts, engine.WithTimeout(0))...)
 		s.peek = s.eng
-		if settings.DenyCache > 0 {
+		if settings.DenyCache > 0 || s.capped {
 			s.r.Engine = engineReport(settings)
 		}
 		return
@@ -314,7 +325,11 @@ func (s *sim) startEngine(plan *engine.Plan, sc *dsl.Scenario) {
 }
 
 func engineReport(e dsl.EngineSettings) *EngineReport {
-	return &EngineReport{Deadline: e.Deadline, BreakerFailures: e.BreakerFailures, BreakerCooldown: e.BreakerCooldown, DenyCache: e.DenyCache}
+	r := &EngineReport{Deadline: e.Deadline, BreakerFailures: e.BreakerFailures, BreakerCooldown: e.BreakerCooldown, DenyCache: e.DenyCache}
+	if e.MaxMemory > 0 {
+		r.MaxMemory, r.Eviction = e.MaxMemory, e.Eviction
+	}
+	return r
 }
 
 func hasLease(a *algorithms.Algorithm) bool {
@@ -419,6 +434,9 @@ func (s *sim) run(progress func(done, total time.Duration)) error {
 		// A stall that lasts to the end: the server runs what it held.
 		s.faults.settle(time.UnixMicro(max(s.end, s.clock.Now().UnixMicro())))
 	}
+	if s.capped && s.r.Engine != nil {
+		s.r.Engine.Evicted, s.r.Engine.Memory = s.host.Evicted(), s.host.MemoryUsage()
+	}
 	if progress != nil {
 		progress(total, total)
 	}
@@ -476,7 +494,9 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 		return nil
 	}
 	if s.faults == nil {
-		if err := degraded(d); err != nil {
+		// The one failure a scenario without faults may see is its own maxmemory under
+		// noeviction: Redis refuses the write, and on_error decides, as in production.
+		if err := degraded(d); err != nil && !(s.capped && isOOM(d.Err)) {
 			return s.requestError(src, ts, attrs, n, err)
 		}
 	}
@@ -527,6 +547,12 @@ type requestErr struct {
 
 func (e *requestErr) Error() string { return e.what + ": " + e.msg }
 func (e *requestErr) Unwrap() error { return e.err }
+
+// isOOM reports Redis's refusal of a write past maxmemory, or the open breaker those
+// refusals opened (without faults nothing else fails a call).
+func isOOM(err error) bool {
+	return err != nil && (strings.Contains(err.Error(), "OOM command not allowed") || errors.Is(err, engine.ErrBreakerOpen))
+}
 
 // degraded turns a decision the backend did not make into an error: a simulation must
 // never quietly fall back to an on_error mode.
@@ -701,6 +727,9 @@ func (s *sim) probe(ctx context.Context, req *pendingReq) error {
 		return err
 	}
 	if err := degraded(d); err != nil {
+		if s.capped && isOOM(d.Err) {
+			return nil // a peek of a full, non-evicting Redis tells nothing
+		}
 		return err
 	}
 	for i := range d.Rules {

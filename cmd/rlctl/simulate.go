@@ -46,6 +46,13 @@ is a phantom charge. Expectations assert it with allowed_during_fault, denied_du
 degraded, decided_by, timed_out, breaker_open, recovered_within and phantom_charges (see
 the dsl package documentation).
 
+The engine block's max_memory (such as "64MiB") gives the simulated Redis a maxmemory, and
+eviction its maxmemory-policy: noeviction (the default: writes past it are refused, and
+on_error decides), allkeys-lru, volatile-lru, allkeys-random, volatile-random or
+volatile-ttl (keys are evicted: each a client whose history the limiter forgot, so a
+botnet of many addresses gets through). The report says how many keys were evicted and
+what the keys held at the end.
+
 Flags:
   -scenario NAME  run only this scenario (default: every scenario in the files)
   -seed N         replace the scenarios' seed
