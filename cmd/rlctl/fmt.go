@@ -7,9 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/internal/cli"
 )
 
 var cmdFmt = &command{
@@ -46,11 +45,7 @@ Exit status: 0 success, 1 a file does not parse or (-check) is not canonical, 2 
 			}
 			out, diags := dsl.Format(name, src)
 			if diags.HasErrors() {
-				f, _ := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
-				if f == nil {
-					f = &hcl.File{Body: hcl.EmptyBody(), Bytes: src}
-				}
-				writeDiagnostics(e, map[string]*hcl.File{name: f}, diags)
+				cli.WriteDiagnostics(e.stderr, cli.SourceFiles(name, src), diags, e.color)
 				fmt.Fprintf(e.stderr, "rlctl: error: %s does not parse; not rewritten\n", name)
 				failed = true
 				continue

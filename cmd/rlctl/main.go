@@ -27,6 +27,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/rlctl/rlctl/internal/cli"
 )
 
 // command is one rlctl subcommand.
@@ -97,7 +99,7 @@ func run(args []string, e *env) int {
 	case errors.Is(err, errHelp):
 		return 0
 	default:
-		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
+		cli.WriteError(e.stderr, err)
 		return 1
 	}
 }
