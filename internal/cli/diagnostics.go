@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/rlctl/rlctl/dsl"
 )
 
@@ -103,16 +102,4 @@ func Plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// SourceFiles is the files to render the diagnostics of src, the native-syntax file
-// name, with: its parse, or, when it does not parse at all, its bytes alone, so a syntax
-// error still shows its source line. dsl.Format's diagnostics need it: Format returns no
-// file.
-func SourceFiles(name string, src []byte) map[string]*hcl.File {
-	f, _ := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
-	if f == nil {
-		f = &hcl.File{Body: hcl.EmptyBody(), Bytes: src}
-	}
-	return map[string]*hcl.File{name: f}
 }
