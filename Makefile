@@ -10,7 +10,7 @@ FUZZ_TARGETS ?= algorithms:FuzzTrace dsl:FuzzLoad dsl:FuzzFormat dsl:FuzzTemplat
 # Per target in `make test`: 10 targets × 6s, a smoke run; run longer by hand (FUZZTIME=5m make fuzz).
 FUZZTIME ?= 6s
 
-.PHONY: test redis-deps vet race differential proofs fuzz bench bench-serve build
+.PHONY: test redis-deps vet race differential proofs fuzz bench bench-serve build playground
 # Run the prerequisites of test one after another, in order, even under -j.
 .NOTPARALLEL:
 
@@ -65,3 +65,9 @@ bench-serve:
 
 build:
 	$(GO) build ./...
+
+# The browser playground's WebAssembly module and loader, committed in playground/static:
+# rebuild them after changing anything the module compiles (TestWasmIsCurrent fails until
+# you do). About a minute from a cold build cache.
+playground:
+	$(GO) run ./playground/internal/mkwasm

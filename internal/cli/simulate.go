@@ -45,29 +45,39 @@ func Scenarios(cfg *dsl.Config, name string, trace bool) ([]*dsl.Scenario, error
 // goroutines, and returns their reports in order, or the error of the first scenario, in
 // order, that failed: `simulating scenario "x": …` ("the trace" for a nil scenario).
 // Each scenario is one Simulate, with its own engine, host and clock, so the reports are
-// the same for every jobs. progress, when not nil, is called as WithProgress's f with the
+// the same for every jobs; with jobs 1 (or less) they run on the caller's goroutine, one
+// after another. progress, when not nil, is called as WithProgress's f with the
 // index of the scenario; calls for different scenarios may overlap.
 func SimulateAll(cfg *dsl.Config, scenarios []*dsl.Scenario, opts []verify.Option, jobs int, progress func(i int, done, total time.Duration)) ([]*verify.Report, error) {
 	reports := make([]*verify.Report, len(scenarios))
 	errs := make([]error, len(scenarios))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range max(1, min(jobs, len(scenarios))) {
-		wg.Go(func() {
-			for i := range next {
-				o := opts
-				if progress != nil {
-					o = append(o[:len(o):len(o)], verify.WithProgress(func(done, total time.Duration) { progress(i, done, total) }))
+	simulate := func(i int) {
+		o := opts
+		if progress != nil {
+			o = append(o[:len(o):len(o)], verify.WithProgress(func(done, total time.Duration) { progress(i, done, total) }))
+		}
+		reports[i], errs[i] = verify.Simulate(cfg, scenarios[i], o...)
+	}
+	if jobs <= 1 {
+		for i := range scenarios {
+			simulate(i)
+		}
+	} else {
+		next := make(chan int)
+		var wg sync.WaitGroup
+		for range min(jobs, len(scenarios)) {
+			wg.Go(func() {
+				for i := range next {
+					simulate(i)
 				}
-				reports[i], errs[i] = verify.Simulate(cfg, scenarios[i], o...)
-			}
-		})
+			})
+		}
+		for i := range scenarios {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
 	}
-	for i := range scenarios {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
 			name := "the trace"
