@@ -121,7 +121,6 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	if len(want.Reports) == 0 || report.Scenario != want.Reports[0].Scenario || !report.SVG || report.Text != want.Reports[0].Text {
 		t.Errorf("the page shows the report of %q (plot %v):\n%s\nwant %q's:\n%s", report.Scenario, report.SVG, report.Text, want.Reports[0].Scenario, want.Reports[0].Text)
 	}
-	d.exec(nil, `document.querySelector("#output .report").scrollIntoView()`)
 	d.screenshot("3-simulate")
 
 	// The plugin example with a bug: a missing TAT no longer defaults to now.
@@ -179,6 +178,18 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	}
 	d.exec(nil, `document.querySelector("#output .finding.fail").scrollIntoView()`)
 	d.screenshot("4-verify")
+
+	// The failure's button to the Lua line that raised the error.
+	errLine := strings.Count(edited[:strings.Index(edited, "if tat < now then")], "\n") + 1
+	d.click("#output .finding.fail .goto")
+	var cur struct {
+		Tab   string
+		Start int
+	}
+	d.exec(&cur, `return {tab: document.querySelector(".tab.active").dataset.file, start: document.getElementById("text").selectionStart}`)
+	if cur.Tab != lua || cur.Start != offsetOf(edited, errLine, 1) {
+		t.Errorf("the failure's source button shows %s at offset %d; want %s line %d (offset %d)", cur.Tab, cur.Start, lua, errLine, offsetOf(edited, errLine, 1))
+	}
 
 	// The share link, in a fresh page: the same files.
 	var files map[string]string

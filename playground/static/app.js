@@ -648,11 +648,20 @@ function duration(ns) {
 function counterexample(c) {
   const race = c.steps.some((s) => s.client);
   return el("table", { class: "counterexample" },
-    el("caption", {}, `counterexample, shrunk from ${c.original} ${c.unit} (times since midnight UTC; > marks the breach or the error)`),
+    el("caption", {}, `counterexample, shrunk from ${c.original} ${c.original === 1 ? c.unit.replace(/s$/, "") : c.unit} (times since midnight UTC; > marks the breach or the error)`),
     el("thead", {}, el("tr", {}, el("th", {}, ""), el("th", {}, "at"), race && el("th", {}, "client"), el("th", {}, "request"), el("th", {}, "result"))),
     el("tbody", {}, c.steps.map((s) => el("tr", { class: s.mark ? "mark" : "" },
       el("td", {}, s.mark ? ">" : ""), el("td", {}, "+" + duration(s.at_ns)), race && el("td", {}, s.client ? String(s.client) : ""),
       el("td", {}, s.request), el("td", {}, s.result)))));
+}
+
+// sourceLink is a button to the file and line a script error names ("plugins/x.lua:17:
+// attempt to …"), when that file is in the editor.
+function sourceLink(error) {
+  const m = /^(.+?):(\d+): /.exec(error || "");
+  if (!m || !(m[1] in state.files)) return null;
+  const [, file, line] = m;
+  return el("button", { class: "goto", title: "Show the line in the editor", onclick: () => goTo(file, +line, 1) }, `${file}:${line}`);
 }
 
 const statusOrder = { fail: 0, warn: 1, note: 2, skip: 3, pass: 4 };
@@ -676,7 +685,7 @@ function renderVerify(res) {
         el("span", { class: "property" }, r.property),
         el("span", { class: "where" }, where),
         r.limit && el("span", { class: "limit" }, r.algorithm ? `${r.algorithm}, ${r.limit}` : r.limit)),
-      el("div", { class: "detail" }, r.detail),
+      el("div", { class: "detail" }, r.detail, sourceLink(r.error)),
       r.statement && el("div", { class: "statement" }, "checks: " + r.statement),
       r.counterexample && counterexample(r.counterexample));
   }));
