@@ -387,12 +387,17 @@ function renderExamples(examples) {
     el("button", { class: "example", "data-example": ex.name, onclick: () => loadExample(ex, true) }, ex.name)));
 }
 
+// loadExample shows example ex: chosen by a click, its files become the link; as the
+// page's first files, they do not.
 function loadExample(ex, chosen) {
   setFiles(ex.files);
-  $("output").replaceChildren();
-  $("run-status").textContent = "";
-  if (chosen) changed();
-  else validateNow();
+  if (chosen) {
+    $("output").replaceChildren();
+    $("run-status").textContent = "";
+    changed();
+  } else {
+    validateNow();
+  }
 }
 
 // ---- the link ----
