@@ -44,10 +44,10 @@ func TestPlaygroundInBrowser(t *testing.T) {
 
 	// The first example, validated.
 	d.navigate(srv.URL + "/")
-	var timing struct{ Compiled, Ready, FirstResult float64 }
+	var timing struct{ Compiled, Ready, Examples, FirstResult float64 }
 	d.waitFor(loadTimeout, "the first validate result", &timing, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined && rlctlTiming`)
-	t.Logf("time to first result: %.0f ms from navigation start (module compiled at %.0f ms, worker ready at %.0f ms)",
-		timing.FirstResult, timing.Compiled, timing.Ready)
+	t.Logf("time to first result: %.0f ms from navigation start (module compiled at %.0f ms, worker ready at %.0f ms, examples at %.0f ms)",
+		timing.FirstResult, timing.Compiled, timing.Ready, timing.Examples)
 	var examples []string
 	d.exec(&examples, `return [...document.querySelectorAll("#examples button")].map((b) => b.textContent)`)
 	if len(examples) != len(Examples()) || examples[0] != Examples()[0].Name {
@@ -203,7 +203,9 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	t.Logf("share link: %d characters for %d bytes of files", len(link), len(files[lua])+len(files["simple_gcra.hcl"]))
 	d.navigate("about:blank")
 	d.navigate(link)
-	d.waitFor(loadTimeout, "the shared page's first result", nil, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined`)
+	var sharedFirst float64
+	d.waitFor(loadTimeout, "the shared page's first result", &sharedFirst, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined && rlctlTiming.firstResult`)
+	t.Logf("time to first result from the share link: %.0f ms", sharedFirst)
 	var shared map[string]string
 	d.exec(&shared, `return state.files`)
 	if a, b := mustJSON(t, shared), mustJSON(t, files); a != b {

@@ -22,8 +22,9 @@ const state = {
 };
 
 // rlctlTiming holds when things happened, in ms since the page's navigation started
-// (performance.now()): compiled (the module), ready (the live worker), firstResult (the
-// first validate result shown). The browser test reads it.
+// (performance.now()): compiled (the module), ready (the live worker), examples (their
+// files received), firstResult (the first validate result shown). The browser test reads
+// it.
 const timing = (window.rlctlTiming = {});
 
 let module = null; // the compiled rlctl.wasm
@@ -764,12 +765,13 @@ async function start() {
     return;
   }
   timing.ready = performance.now();
+  if (fromLink) validateNow(); // first: a link's files need no example
   const examples = await live.call("examples", []);
+  timing.examples = performance.now();
   renderExamples(Array.isArray(examples) ? examples : []);
   $("format").disabled = $("share").disabled = false;
   setRunning(null);
-  if (fromLink) validateNow();
-  else if (Array.isArray(examples) && examples.length) loadExample(examples[0], false);
+  if (!fromLink && Array.isArray(examples) && examples.length) loadExample(examples[0], false);
 }
 
 async function format() {
