@@ -39,10 +39,10 @@ type Result struct {
 // Validate loads files and reports every problem, as rlctl validate does.
 func Validate(files map[string]string) Result {
 	var text strings.Builder
-	cfg, diags, ds, ok := load(&text, files)
-	r := Result{OK: ok, Summary: cli.Problems(diags), Diagnostics: ds}
-	if ok {
-		r.Summary = cli.Summary(cfg, len(diags))
+	cfg, ds, problems := load(&text, files)
+	r := Result{OK: problems == "", Summary: problems, Diagnostics: ds}
+	if r.OK {
+		r.Summary = cli.Summary(cfg, len(ds))
 		text.WriteString(r.Summary + "\n")
 	}
 	r.Text = text.String()
@@ -82,16 +82,19 @@ func Format(name, text string) FormatResult {
 	return r
 }
 
-// load parses files as rlctl loads them and writes to w what it prints on stderr. ok
-// reports whether cfg can be used (diags has no errors).
-func load(w *strings.Builder, files map[string]string) (cfg *dsl.Config, diags hcl.Diagnostics, ds []Diagnostic, ok bool) {
+// load parses files as rlctl loads them and writes to w what it prints on stderr. It
+// returns the diagnostics and, when they have errors, "N problems"; cfg can be used when
+// problems is "".
+func load(w *strings.Builder, files map[string]string) (cfg *dsl.Config, ds []Diagnostic, problems string) {
 	srcs := make(map[string][]byte, len(files))
 	for name, text := range files {
 		srcs[name] = []byte(text)
 	}
-	cfg, diags = dsl.Parse(srcs)
-	ok = cli.WriteLoad(w, cfg, diags, false)
-	return cfg, diags, diagnostics(cfg.Files, diags), ok
+	cfg, diags := dsl.Parse(srcs)
+	if !cli.WriteLoad(w, cfg, diags, false) {
+		problems = cli.Problems(diags)
+	}
+	return cfg, diagnostics(cfg.Files, diags), problems
 }
 
 // diagnostics converts diags, rendered with the sources in files.

@@ -52,10 +52,8 @@ func Simulate(files map[string]string, opts SimulateOptions) (r SimulateResult) 
 	var text strings.Builder
 	// Every return below has written what rlctl prints to text.
 	defer func() { r.Text = text.String() }()
-	cfg, diags, ds, ok := load(&text, files)
-	r.Diagnostics = ds
-	if !ok {
-		r.Error = cli.Problems(diags)
+	cfg, ds, problems := load(&text, files)
+	if r.Diagnostics, r.Error = ds, problems; problems != "" {
 		return r
 	}
 	scenarios, err := cli.Scenarios(cfg, opts.Scenario, false)

@@ -73,10 +73,8 @@ func Verify(files map[string]string, opts VerifyOptions, progress func(done, tot
 	var text strings.Builder
 	// Every return below has written what rlctl prints to text.
 	defer func() { r.Text = text.String() }()
-	cfg, diags, ds, ok := load(&text, files)
-	r.Diagnostics = ds
-	if !ok {
-		r.Error = cli.Problems(diags)
+	cfg, ds, problems := load(&text, files)
+	if r.Diagnostics, r.Error = ds, problems; problems != "" {
 		return r
 	}
 	f, err := verify.Check(cfg, vopts...)

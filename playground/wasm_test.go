@@ -35,9 +35,12 @@ func TestWasmIsCurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		committed, err := os.ReadFile(filepath.Join("static", name))
-		if err != nil || !bytes.Equal(built, committed) {
-			t.Errorf("playground/static/%s is not what %s builds from this tree (%d bytes, committed %d; %v): run make playground",
-				name, runtime.Version(), len(built), len(committed), err)
+		switch {
+		case err != nil:
+			t.Errorf("%v: run make playground", err)
+		case !bytes.Equal(built, committed):
+			t.Errorf("playground/static/%s (%d bytes) is not what %s builds from this tree (%d bytes): run make playground",
+				name, len(committed), runtime.Version(), len(built))
 		}
 	}
 }
