@@ -107,6 +107,12 @@ func TestPlaygroundInBrowser(t *testing.T) {
 		t.Errorf("status after the fix %q, want %q", got, want)
 	}
 
+	// Format: the file back in canonical form from a line indented wrongly.
+	selectText(d, src, strings.LastIndex(src[:at], "\n")+1, 0)
+	d.sendKeys("#text", "   ")
+	d.click("#format")
+	d.waitFor(stepTimeout, "the file formatted", nil, `return document.getElementById("text").value === arguments[0] && state.files[arguments[1]] === arguments[0]`, src, first.Name+".hcl")
+
 	// Simulate: each scenario's report with its plot.
 	d.click("#simulate")
 	var report struct {
