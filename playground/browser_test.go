@@ -218,6 +218,17 @@ func TestPlaygroundInBrowser(t *testing.T) {
 		t.Errorf("the shared page has the files\n%s\nwant\n%s", a, b)
 	}
 	d.screenshot("5-shared")
+
+	// A link cut short: the page says so, and shows the first example.
+	d.navigate("about:blank")
+	d.navigate(link[:len(link)-40])
+	d.waitFor(loadTimeout, "the cut link's page", nil, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined`)
+	if s := d.text("#output"); !strings.Contains(s, "The link's files cannot be read") {
+		t.Errorf("a cut link shows %q", s)
+	}
+	if got := d.text(".tab.active"); got != first.Name+".hcl" {
+		t.Errorf("a cut link shows the tab %q, want the first example's", got)
+	}
 }
 
 // selectText focuses the editor, which holds text, and selects the n bytes from byte

@@ -4,7 +4,8 @@
 // workers (worker.js): "live" validates and formats, "run" simulates and verifies, so that
 // typing is checked while a long verify runs, and Stop can end a run by terminating its
 // worker. The files travel in the URL's fragment, #f= and the files' JSON compressed
-// (deflate-raw) in base64url: the address is always a link to what is in the editor.
+// (deflate-raw) in base64url: once they are edited, or an example chosen, the address is a
+// link to what is in the editor, and Share copies it.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -15,6 +16,7 @@ const PAD = 8;
 // How long typing must pause before the files are validated, in ms.
 const DEBOUNCE = 300;
 
+// state is what the editor holds (the browser test reads state.files).
 const state = {
   files: {}, // name → text
   active: "", // the file in the editor
@@ -153,7 +155,7 @@ function showActive() {
   ta.disabled = !state.active;
   ta.scrollTop = 0;
   ta.scrollLeft = 0;
-  renderGutter();
+  renderGutter(true);
   renderMarks();
   syncScroll();
 }
@@ -436,11 +438,12 @@ let linkHash = ""; // the fragment this page last wrote or read
 async function filesFromLink() {
   const m = /^#f=([A-Za-z0-9_-]*)$/.exec(location.hash);
   if (!m) return null;
-  linkHash = location.hash;
   try {
-    return await decodeFiles(m[1]);
+    const files = await decodeFiles(m[1]);
+    linkHash = location.hash;
+    return files;
   } catch (err) {
-    setStatus("error", "The link's files cannot be read (" + err.message + "): is it cut short?");
+    $("output").replaceChildren(el("p", { class: "error" }, `The link's files cannot be read (${err.message}): is the link cut short? The page shows an example instead.`));
     return null;
   }
 }
