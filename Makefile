@@ -1,4 +1,5 @@
-# make test: install redis if needed, vet, race tests against real redis-server, short fuzz runs.
+# make test: install redis and chromium if needed, vet, race tests against real redis-server,
+# the browser test of the playground, short fuzz runs.
 
 GO ?= go
 SHELL := /bin/bash
@@ -10,11 +11,11 @@ FUZZ_TARGETS ?= algorithms:FuzzTrace dsl:FuzzLoad dsl:FuzzFormat dsl:FuzzTemplat
 # Per target in `make test`: 10 targets × 6s, a smoke run; run longer by hand (FUZZTIME=5m make fuzz).
 FUZZTIME ?= 6s
 
-.PHONY: test redis-deps vet race differential proofs fuzz bench bench-serve build
+.PHONY: test redis-deps browser-deps vet race differential proofs fuzz bench bench-serve build playground
 # Run the prerequisites of test one after another, in order, even under -j.
 .NOTPARALLEL:
 
-test: redis-deps vet race differential proofs fuzz
+test: redis-deps browser-deps vet race differential proofs fuzz
 
 redis-deps:
 	@if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then exit 0; fi; \
@@ -23,6 +24,18 @@ redis-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server; \
 	else \
 		echo "redis-deps: redis-server or redis-cli not on PATH; run: sudo apt-get install -y redis-server" >&2; \
+		exit 1; \
+	fi
+
+# The playground's browser test (TestPlaygroundInBrowser, in proofs) drives Debian's
+# chromium through its chromedriver.
+browser-deps:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+		echo "browser-deps: installing chromium and chromium-driver with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	else \
+		echo "browser-deps: chromium or chromedriver not on PATH; run: sudo apt-get install -y chromium chromium-driver" >&2; \
 		exit 1; \
 	fi
 
@@ -39,11 +52,12 @@ race:
 differential:
 	RLCTL_REQUIRE_REDIS=1 RLCTL_TRACES=1000 $(GO) test -count=1 -run 'MatchesModel' ./algorithms
 
-# The tests that run verify at its default budget, which skip under the race detector:
-# the plugin catalogue (every buggy plugin caught, every correct one passing) and the
-# verify sessions the README and docs show.
+# The tests that skip under the race detector: those that run verify at its default
+# budget (the plugin catalogue: every buggy plugin caught, every correct one passing; the
+# verify sessions the README and docs show) and the playground in a headless browser
+# (about 10 s), which fails here when chromium or chromedriver is missing.
 proofs:
-	RLCTL_REQUIRE_REDIS=1 $(GO) test -count=1 -run 'TestCatalogue|TestReadme|TestDocs' ./verify ./cmd/rlctl
+	RLCTL_REQUIRE_REDIS=1 RLCTL_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'TestCatalogue|TestReadme|TestDocs|TestPlaygroundInBrowser' ./verify ./cmd/rlctl ./playground
 
 # fuzz:FuzzCommands needs redis-server (as race does): a missing one fails, not skips.
 fuzz:
@@ -65,3 +79,9 @@ bench-serve:
 
 build:
 	$(GO) build ./...
+
+# The browser playground's WebAssembly module and loader, committed in playground/static:
+# rebuild them after changing anything the module compiles (TestWasmIsCurrent fails until
+# you do). About a minute from a cold build cache.
+playground:
+	$(GO) run ./playground/internal/mkwasm

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -78,7 +79,8 @@ func Load(paths ...string) (*Config, hcl.Diagnostics) {
 // Parse is Load for sources in memory, keyed by file name (the name diagnostics show).
 // Names ending in .hcl are native syntax and names ending in .json JSON syntax; other
 // entries, such as Lua files, are only there for algorithm blocks' source attributes,
-// resolved relative to the naming file as Load does. Parse reads nothing from disk.
+// resolved relative to the naming file as Load does; a source files lacks is reported as
+// Load reports a missing file. Parse reads nothing from disk.
 func Parse(files map[string][]byte) (*Config, hcl.Diagnostics) {
 	var srcs []source
 	aux := map[string][]byte{}
@@ -96,7 +98,9 @@ func Parse(files map[string][]byte) (*Config, hcl.Diagnostics) {
 		if b, ok := aux[filepath.Clean(name)]; ok {
 			return b, nil
 		}
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+		// The error Load's os.ReadFile gives for a missing file, so the diagnostic reads
+		// the same.
+		return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.ENOENT}
 	}
 	return load(srcs, readAux)
 }

@@ -119,6 +119,12 @@ func (f *Findings) Count(st Status) int {
 // properties, and again for its races.
 const DefaultBudget = 3000
 
+// DefaultSeed is the seed of the traffic Check generates unless WithSeed sets another.
+const DefaultSeed = 1
+
+// DefaultClients is the most clients of a race unless WithClients sets another.
+const DefaultClients = 6
+
 // WithBudget sets how many requests Check generates per rule (default DefaultBudget).
 func WithBudget(n int) Option { return func(o *options) { o.budget = n } }
 
@@ -126,7 +132,7 @@ func WithBudget(n int) Option { return func(o *options) { o.budget = n } }
 // rule's windows, refill times or lease TTLs).
 func WithDuration(d time.Duration) Option { return func(o *options) { o.duration = d } }
 
-// WithClients sets the most clients of a race (default 6).
+// WithClients sets the most clients of a race (default DefaultClients).
 func WithClients(n int) Option { return func(o *options) { o.clients = n } }
 
 // maxSteps is the length of one generated trace; with WithDuration, traces run for the
@@ -160,7 +166,7 @@ func (c *checker) steps(left int) int {
 // denial. Every failure comes with a shrunk counterexample. The same cfg, seed and budget
 // give the same findings.
 func Check(cfg *dsl.Config, opts ...Option) (*Findings, error) {
-	o := options{seed: 1, budget: DefaultBudget, clients: 6}
+	o := options{seed: DefaultSeed, budget: DefaultBudget, clients: DefaultClients}
 	for _, f := range opts {
 		f(&o)
 	}

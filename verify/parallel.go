@@ -15,7 +15,8 @@ import (
 
 // WithWorkers sets how many checks Check runs at once, each on hosts of its own
 // (default runtime.GOMAXPROCS(0); n < 1 counts as 1). The findings are the same, byte
-// for byte, whatever n is.
+// for byte, whatever n is. With one worker, Check runs every check on its caller's
+// goroutine.
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
 // CheckProgress is how far a Check has got.
@@ -99,34 +100,39 @@ func (c *checker) runTasks(groups []*group) int {
 	// each check starts on hosts of its own.
 	reuse := c.keysOnly
 	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			own := &checker{o: c.o, plan: c.plan, script: c.script, cfg: c.cfg, tick: tick, keysOnly: c.keysOnly}
-			if w == 0 && reuse {
-				own.harness = c.harness
-				c.harness.tick = tick
+	// work is worker w: it takes the next task until there are none.
+	work := func(w int) {
+		own := &checker{o: c.o, plan: c.plan, script: c.script, cfg: c.cfg, tick: tick, keysOnly: c.keysOnly}
+		if w == 0 && reuse {
+			own.harness = c.harness
+			c.harness.tick = tick
+		}
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(tasks) {
+				return
 			}
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(tasks) {
-					return
-				}
-				t := tasks[i]
-				own.calls = 0
-				if !reuse {
-					own.g, own.harness = nil, nil
-				}
-				t.res, t.err = t.do(own)
-				t.calls = own.calls
-				close(t.done)
-				pr.finished()
+			t := tasks[i]
+			own.calls = 0
+			if !reuse {
+				own.g, own.harness = nil, nil
 			}
-		}()
+			t.res, t.err = t.do(own)
+			t.calls = own.calls
+			close(t.done)
+			pr.finished()
+		}
 	}
-	wg.Wait()
+	// One worker is the calling goroutine, so a panic reaches Check's caller.
+	if workers == 1 {
+		work(0)
+	} else {
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() { work(w) })
+		}
+		wg.Wait()
+	}
 	pr.final()
 	calls := 0
 	for _, t := range tasks {

@@ -38,7 +38,7 @@ type options struct {
 	checkProgress func(CheckProgress)
 }
 
-// WithSeed replaces the scenario's seed (Simulate) or the default seed 1 (Check).
+// WithSeed replaces the scenario's seed (Simulate) or DefaultSeed (Check).
 func WithSeed(seed int64) Option { return func(o *options) { o.seed, o.seedSet = seed, true } }
 
 // WithTrace makes Simulate replay t instead of the scenario's traffic.

@@ -9,6 +9,7 @@ import (
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/internal/cli"
 	"github.com/rlctl/rlctl/serve"
 )
 
@@ -326,7 +327,7 @@ func printPlan(e *env, p planOut, from string) {
 			work, memory := r.NoWorstCase, r.NoWorstCase
 			if w := r.WorstCase; w != nil {
 				work = fmt.Sprintf("%d commands, %d elements per call at most (%d steps%s)", w.Commands, w.Elements, w.Steps, over(w.Steps > w.BudgetSteps, fmt.Sprint(w.BudgetSteps)))
-				memory = fmt.Sprintf("%s per key at most, besides its name: a %s of %d %s%s", algorithms.FormatBytes(w.MemoryBytes), w.KeyType, w.Entries, plural(int(min(w.Entries, 2)), "entry", "entries"),
+				memory = fmt.Sprintf("%s per key at most, besides its name: a %s of %d %s%s", algorithms.FormatBytes(w.MemoryBytes), w.KeyType, w.Entries, cli.Plural(int(min(w.Entries, 2)), "entry", "entries"),
 					over(w.MemoryBytes > w.BudgetMemory, algorithms.FormatBytes(w.BudgetMemory)))
 			}
 			attr("    ", "work", work)

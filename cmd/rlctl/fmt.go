@@ -7,9 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/internal/cli"
 )
 
 var cmdFmt = &command{
@@ -46,12 +45,8 @@ Exit status: 0 success, 1 a file does not parse or (-check) is not canonical, 2 
 			}
 			out, diags := dsl.Format(name, src)
 			if diags.HasErrors() {
-				f, _ := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
-				if f == nil {
-					f = &hcl.File{Body: hcl.EmptyBody(), Bytes: src}
-				}
-				writeDiagnostics(e, map[string]*hcl.File{name: f}, diags)
-				fmt.Fprintf(e.stderr, "rlctl: error: %s does not parse; not rewritten\n", name)
+				cli.WriteDiagnostics(e.stderr, cli.SourceFiles(name, src), diags, e.color)
+				cli.WriteError(e.stderr, cli.NotRewritten(name))
 				failed = true
 				continue
 			}
@@ -96,8 +91,8 @@ func fmtFiles(e *env, paths []string) (names []string, failed bool) {
 	for _, p := range paths {
 		p = filepath.Clean(p)
 		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
-			if strings.HasSuffix(p, ".json") {
-				fmt.Fprintf(e.stderr, "rlctl: error: %s: fmt formats native syntax (.hcl), not JSON\n", p)
+			if err := cli.FormatRefuses(p); err != nil {
+				cli.WriteError(e.stderr, err)
 				failed = true
 				continue
 			}

@@ -1,4 +1,5 @@
-// Command rlctl checks, formats, explains, simulates, verifies and serves rlctl rate-limit policies.
+// Command rlctl checks, formats, explains, simulates, verifies and serves rlctl rate-limit policies,
+// and serves a browser playground for them.
 //
 //	rlctl validate FILE|DIR...
 //	rlctl fmt [-check] [-diff] FILE|DIR...
@@ -7,6 +8,7 @@
 //	rlctl verify [-duration D] [-seed N] [-budget N] [-clients N] [-j N] [-strict] [-json] [-v] FILE|DIR...
 //	rlctl bench -redis ADDR [-n N] [-c C] [-duration D] [-keys K] [-policy NAME] [-deadline D] [-attr NAME=VALUE]... FILE|DIR...
 //	rlctl serve [-grpc ADDR] [-http ADDR] [-redis URL [-redis-type TYPE]] [-timeout D] [-max-memory BYTES] [-drain D] [-watch=false] [-no-headers] [-log-level LEVEL] FILE|DIR...
+//	rlctl playground [-http ADDR] [-export DIR]
 //	rlctl import [-o FILE] FILE.yaml
 //	rlctl version
 //	rlctl help [COMMAND|TOPIC]
@@ -27,6 +29,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+
+	"github.com/rlctl/rlctl/internal/cli"
 )
 
 // command is one rlctl subcommand.
@@ -58,7 +62,7 @@ var errHelp = errors.New("help")
 var commands []*command
 
 func init() {
-	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdBench, cmdServe, cmdImport, cmdVersion, cmdHelp}
+	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdBench, cmdServe, cmdPlayground, cmdImport, cmdVersion, cmdHelp}
 }
 
 func main() {
@@ -97,7 +101,7 @@ func run(args []string, e *env) int {
 	case errors.Is(err, errHelp):
 		return 0
 	default:
-		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
+		cli.WriteError(e.stderr, err)
 		return 1
 	}
 }

@@ -9,12 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/internal/cli"
 	"github.com/rlctl/rlctl/internal/progress"
 	"github.com/rlctl/rlctl/verify"
 )
@@ -121,7 +121,7 @@ func runSimulate(e *env, args []string) error {
 		}
 		opts = append(opts, verify.WithTrace(tr))
 	}
-	scenarios, err := pickScenarios(e, cfg, *scenario, *tracePath != "")
+	scenarios, err := cli.Scenarios(cfg, *scenario, *tracePath != "")
 	if err != nil {
 		return err
 	}
@@ -133,7 +133,11 @@ func runSimulate(e *env, args []string) error {
 		sp = newSimProgress(line, scenarios)
 	}
 	lightGC()
-	reports, err := simulateAll(cfg, scenarios, opts, *jobs, sp)
+	var progress func(i int, done, total time.Duration)
+	if sp != nil {
+		progress = sp.set
+	}
+	reports, err := cli.SimulateAll(cfg, scenarios, opts, *jobs, progress)
 	if err != nil {
 		return err
 	}
@@ -174,7 +178,7 @@ func runSimulate(e *env, args []string) error {
 		failed += len(r.Failed())
 	}
 	if failed > 0 && *check {
-		fmt.Fprintf(e.stderr, "rlctl: error: %d %s failed\n", failed, plural(failed, "expectation", "expectations"))
+		fmt.Fprintf(e.stderr, "rlctl: error: %d %s failed\n", failed, cli.Plural(failed, "expectation", "expectations"))
 		return errFailed
 	}
 	return nil
@@ -185,34 +189,6 @@ func isSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
-}
-
-// pickScenarios returns the scenarios to run: the named one, or all of them. With a trace
-// and no name it returns one nil scenario: replay against every policy.
-func pickScenarios(e *env, cfg *dsl.Config, name string, trace bool) ([]*dsl.Scenario, error) {
-	if name != "" {
-		var names []string
-		for _, s := range cfg.Scenarios {
-			if s.Name == name {
-				return []*dsl.Scenario{s}, nil
-			}
-			names = append(names, s.Name)
-		}
-		fmt.Fprintf(e.stderr, "rlctl: error: no scenario named %q\n", name)
-		if len(names) > 0 {
-			fmt.Fprintf(e.stderr, "rlctl: hint: the scenarios are %s\n", strings.Join(names, ", "))
-		}
-		return nil, errFailed
-	}
-	if trace {
-		return []*dsl.Scenario{nil}, nil
-	}
-	if len(cfg.Scenarios) == 0 {
-		fmt.Fprintf(e.stderr, "rlctl: error: the files declare no scenario\n")
-		fmt.Fprintf(e.stderr, "rlctl: hint: add a scenario block (see 'rlctl help simulate'), or replay recorded traffic with -trace FILE\n")
-		return nil, errFailed
-	}
-	return cfg.Scenarios, nil
 }
 
 func readTrace(path string) (*verify.Trace, error) {
@@ -242,44 +218,6 @@ func writeOutput(path string, write func(w io.Writer) error) error {
 		os.Remove(path)
 	}
 	return err
-}
-
-// simulateAll runs the scenarios on up to jobs workers and returns their reports in
-// order, or the error of the first scenario, in order, that failed. Each scenario is one
-// Simulate: its own engine, host and clock, so running several at once changes none.
-func simulateAll(cfg *dsl.Config, scenarios []*dsl.Scenario, opts []verify.Option, jobs int, sp *simProgress) ([]*verify.Report, error) {
-	reports := make([]*verify.Report, len(scenarios))
-	errs := make([]error, len(scenarios))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(jobs, len(scenarios)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				o := opts
-				if sp != nil {
-					o = append(slices.Clone(opts), verify.WithProgress(func(done, total time.Duration) { sp.set(i, done, total) }))
-				}
-				reports[i], errs[i] = verify.Simulate(cfg, scenarios[i], o...)
-			}
-		}()
-	}
-	for i := range scenarios {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			name := "the trace"
-			if s := scenarios[i]; s != nil {
-				name = fmt.Sprintf("scenario %q", s.Name)
-			}
-			return nil, fmt.Errorf("simulating %s: %w", name, err)
-		}
-	}
-	return reports, nil
 }
 
 // simProgress is simulate's progress line: how much virtual time the scenarios have

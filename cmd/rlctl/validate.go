@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/internal/cli"
 )
 
 var cmdValidate = &command{
@@ -42,16 +42,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.
 		if cfg == nil {
 			return errFailed
 		}
-		rules := 0
-		for _, p := range cfg.Policies {
-			rules += len(p.Rules)
-		}
-		fmt.Fprintf(e.stdout, "%d %s, %d %s, %d %s: valid", len(cfg.Policies), plural(len(cfg.Policies), "policy", "policies"),
-			rules, plural(rules, "rule", "rules"), len(cfg.Scenarios), plural(len(cfg.Scenarios), "scenario", "scenarios"))
-		if n := len(diags); n > 0 {
-			fmt.Fprintf(e.stdout, " with %d %s", n, plural(n, "warning", "warnings"))
-		}
-		fmt.Fprintln(e.stdout)
+		fmt.Fprintln(e.stdout, cli.Summary(cfg, len(diags)))
 		return nil
 	},
 }
@@ -59,54 +50,8 @@ Exit status: 0 valid, 1 invalid, 2 usage error.
 // load loads policies and prints their diagnostics; it returns nil when there are errors.
 func load(e *env, paths []string) (*dsl.Config, hcl.Diagnostics) {
 	cfg, diags := dsl.Load(paths...)
-	if len(diags) > 0 {
-		var files map[string]*hcl.File
-		if cfg != nil {
-			files = cfg.Files
-		}
-		writeDiagnostics(e, files, diags)
-	}
-	if diags.HasErrors() {
-		errs := 0
-		for _, d := range diags {
-			if d.Severity == hcl.DiagError {
-				errs++
-			}
-		}
-		fmt.Fprintf(e.stderr, "rlctl: error: %d %s\n", errs, plural(errs, "problem", "problems"))
+	if !cli.WriteLoad(e.stderr, cfg, diags, e.color) {
 		return nil, diags
 	}
 	return cfg, diags
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-// writeDiagnostics prints each diagnostic as a "file:line:col: severity: summary" line, the
-// form editors and grep understand, followed by its source snippet and how to fix it: HCL's
-// rendering less its own "Error: summary" line, so the summary is printed once.
-func writeDiagnostics(e *env, files map[string]*hcl.File, diags hcl.Diagnostics) {
-	for _, d := range diags {
-		sev := "error"
-		if d.Severity == hcl.DiagWarning {
-			sev = "warning"
-		}
-		if d.Subject != nil {
-			fmt.Fprintf(e.stderr, "%s:%d:%d: %s: %s\n", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, sev, d.Summary)
-		} else {
-			fmt.Fprintf(e.stderr, "%s: %s\n", sev, d.Summary)
-		}
-		var b strings.Builder
-		_ = dsl.WriteDiagnostics(&b, files, hcl.Diagnostics{d}, 100, e.color)
-		text := b.String()
-		// The rendering opens with "[colour]Error[reset]: summary\n".
-		if i := strings.Index(text, ": "+d.Summary+"\n"); i >= 0 {
-			text = text[i+len(": "+d.Summary+"\n"):]
-		}
-		fmt.Fprint(e.stderr, text)
-	}
 }

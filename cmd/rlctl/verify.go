@@ -6,10 +6,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
-	"time"
 
+	"github.com/rlctl/rlctl/internal/cli"
 	"github.com/rlctl/rlctl/internal/progress"
 	"github.com/rlctl/rlctl/verify"
 )
@@ -98,8 +96,8 @@ func runVerify(e *env, args []string) error {
 	fs := flags("verify")
 	budget := fs.Int("budget", verify.DefaultBudget, "")
 	duration := fs.String("duration", "", "")
-	seed := fs.Int64("seed", 1, "")
-	clients := fs.Int("clients", 6, "")
+	seed := fs.Int64("seed", verify.DefaultSeed, "")
+	clients := fs.Int("clients", verify.DefaultClients, "")
 	jobs := fs.Int("j", runtime.GOMAXPROCS(0), "")
 	strict := fs.Bool("strict", false, "")
 	asJSON := fs.Bool("json", false, "")
@@ -123,9 +121,9 @@ func runVerify(e *env, args []string) error {
 		return errUsage
 	}
 	if *duration != "" {
-		d, err := time.ParseDuration(*duration)
-		if err != nil || d <= 0 {
-			fmt.Fprintf(e.stderr, "rlctl: error: -duration %s: want a positive duration such as 10m or 90s\n", strconv.Quote(*duration))
+		d, err := cli.Duration(*duration)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "rlctl: error: -duration %v\n", err)
 			return errUsage
 		}
 		opts = append(opts, verify.WithDuration(d))
@@ -147,7 +145,7 @@ func runVerify(e *env, args []string) error {
 			return err
 		}
 		// The JSON reader gets an object of the same schema that says why.
-		f = &verify.Findings{Schema: verify.Schema, Seed: *seed, Budget: *budget, Results: []verify.Result{}, Error: err.Error()}
+		f = cli.ErrorFindings(*seed, *budget, err)
 	}
 	out := bufio.NewWriter(e.stdout)
 	if *asJSON {
@@ -167,27 +165,14 @@ func runVerify(e *env, args []string) error {
 		return errFailed
 	}
 	fails, warns := f.Count(verify.Fail), f.Count(verify.Warn)
-	if msg := verdict(fails, warns, *strict); msg != "" {
+	if msg := cli.Verdict(fails, warns, *strict); msg != "" {
 		fmt.Fprintf(e.stderr, "rlctl: error: %s\n", msg)
 		if *strict && warns > 0 {
-			fmt.Fprintln(e.stderr, "rlctl: hint: a warning is traffic within the bound an algorithm declares by design; accept_bound = true on the rule accepts that bound, and verify reports it as a note")
+			fmt.Fprintln(e.stderr, "rlctl: hint: "+cli.StrictHint)
 		}
 		return errFailed
 	}
 	return nil
-}
-
-// verdict says why verify fails, "" when it passes: the properties that failed, and with
-// -strict the warnings, named as warnings: "1 property failed and 4 warnings (-strict)".
-func verdict(fails, warns int, strict bool) string {
-	var parts []string
-	if fails > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s failed", fails, plural(fails, "property", "properties")))
-	}
-	if strict && warns > 0 {
-		parts = append(parts, fmt.Sprintf("%d %s (-strict)", warns, plural(warns, "warning", "warnings")))
-	}
-	return strings.Join(parts, " and ")
 }
 
 // checkStatus is verify's progress line: "rlctl: verifying: 9 of 28 checks done, 412345

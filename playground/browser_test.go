@@ -1,0 +1,287 @@
+//go:build !js
+
+package playground
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf16"
+)
+
+// Waits in the browser are polls with these bounds, generous for a loaded machine: the
+// page's first result needs the module fetched, compiled and started twice.
+const (
+	loadTimeout = 3 * time.Minute
+	stepTimeout = time.Minute
+)
+
+// TestPlaygroundInBrowser drives the page in a headless Chromium, through chromedriver,
+// as a user would: it loads the first example; types a misspelt algorithm and sees the
+// diagnostic at its line and column, clicks it and has the cursor there; fixes it;
+// simulates and sees the plot; breaks the example plugin's Lua, verifies at a small
+// budget and sees the failure with its counterexample, after stopping a long verify
+// first; and opens the share link in a fresh page and gets the same files. It logs the
+// module's size and the time from page load to the first validate result shown, and
+// saves screenshots to $RLCTL_SCREENSHOTS when that is set. Without chromium and
+// chromedriver it skips, or fails when RLCTL_REQUIRE_BROWSER=1.
+func TestPlaygroundInBrowser(t *testing.T) {
+	if raceEnabled {
+		t.Skip("drives a browser for a minute; checked without the race detector (make proofs)")
+	}
+	chromium, chromedriver := browserBinaries(t)
+	srv := httptest.NewServer(Handler())
+	defer srv.Close()
+	logWasmSize(t)
+	d := startBrowser(t, chromium, chromedriver)
+
+	// The first example, validated.
+	d.navigate(srv.URL + "/")
+	var timing struct{ Compiled, Ready, Examples, FirstResult float64 }
+	d.waitFor(loadTimeout, "the first validate result", &timing, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined && rlctlTiming`)
+	t.Logf("time to first result: %.0f ms from navigation start (module compiled at %.0f ms, worker ready at %.0f ms, examples at %.0f ms)",
+		timing.FirstResult, timing.Compiled, timing.Ready, timing.Examples)
+	var examples []string
+	d.exec(&examples, `return [...document.querySelectorAll("#examples button")].map((b) => b.textContent)`)
+	if len(examples) != len(Examples()) || examples[0] != Examples()[0].Name {
+		t.Errorf("example buttons %q, want one per example, %s first", examples, Examples()[0].Name)
+	}
+	first := Examples()[0]
+	if got := d.text(".tab.active"); got != first.Name+".hcl" {
+		t.Errorf("the active tab is %q, want %s.hcl", got, first.Name)
+	}
+	if want := Validate(first.Files).Summary; d.text("#status") != want {
+		t.Errorf("status %q, want validate's summary %q", d.text("#status"), want)
+	}
+	d.screenshot("1-loaded")
+
+	// A misspelt algorithm: the diagnostic at its line and column, in the list and the
+	// gutter.
+	const good, bad = `algorithm = "sliding_log"`, `algorithm = "sliding_lgo"`
+	src := first.Files[first.Name+".hcl"]
+	at := strings.Index(src, good)
+	if at < 0 {
+		t.Fatalf("%s.hcl has no %s", first.Name, good)
+	}
+	line, col := strings.Count(src[:at], "\n")+1, len(`algorithm = `)+at-strings.LastIndex(src[:at], "\n")
+	selectText(d, src, at+len(`algorithm = "`), len("sliding_log"))
+	d.sendKeys("#text", "sliding_lgo")
+	var diag struct {
+		Line, Column int
+		Gutter       []string
+	}
+	d.waitFor(stepTimeout, "the unknown-algorithm diagnostic", &diag, `
+		const li = [...document.querySelectorAll("#diagnostics li.error")].find((li) => li.textContent.includes("Unknown algorithm"));
+		return li && {line: +li.dataset.line, column: +li.dataset.column,
+			gutter: [...document.querySelectorAll("#gutter .ln.error")].map((e) => e.textContent)}`)
+	if diag.Line != line || diag.Column != col || len(diag.Gutter) != 1 || diag.Gutter[0] != strconv.Itoa(line) {
+		t.Errorf("the diagnostic is at %d:%d, the gutter marks lines %q; want %d:%d, line %d marked", diag.Line, diag.Column, diag.Gutter, line, col, line)
+	}
+	if s := d.text("#diagnostics li.error"); !strings.Contains(s, `Did you mean "sliding_log"?`) {
+		t.Errorf("the diagnostic says %q; want the did-you-mean", s)
+	}
+	d.exec(nil, `document.getElementById("text").blur()`)
+	d.click("#diagnostics li.error")
+	var cursor struct {
+		Focused    bool
+		Start, End int
+	}
+	d.exec(&cursor, `const ta = document.getElementById("text"); return {focused: document.activeElement === ta, start: ta.selectionStart, end: ta.selectionEnd}`)
+	if want := strings.Replace(src, good, bad, 1); !cursor.Focused || cursor.Start != offsetOf(want, line, col) || cursor.End != cursor.Start {
+		t.Errorf("after a click on the diagnostic the editor has %+v; want the cursor at %d:%d, offset %d", cursor, line, col, offsetOf(want, line, col))
+	}
+	d.screenshot("2-diagnostic")
+
+	// Fixed again: no error left.
+	selectText(d, src, at+len(`algorithm = "`), len("sliding_lgo"))
+	d.sendKeys("#text", "sliding_log")
+	d.waitFor(stepTimeout, "the fix validated", nil, `return !document.querySelector("#diagnostics li.error") && !document.querySelector("#gutter .ln.error") && document.getElementById("status").textContent`)
+	if got, want := d.text("#status"), Validate(first.Files).Summary; got != want {
+		t.Errorf("status after the fix %q, want %q", got, want)
+	}
+
+	// Format: the file back in canonical form from a line indented wrongly.
+	selectText(d, src, strings.LastIndex(src[:at], "\n")+1, 0)
+	d.sendKeys("#text", "   ")
+	d.click("#format")
+	d.waitFor(stepTimeout, "the file formatted", nil, `return document.getElementById("text").value === arguments[0] && state.files[arguments[1]] === arguments[0]`, src, first.Name+".hcl")
+
+	// Simulate: each scenario's report with its plot.
+	d.click("#simulate")
+	var report struct {
+		Scenario string
+		SVG      bool
+		Text     string
+	}
+	d.waitFor(stepTimeout, "the simulate report", &report, `
+		const r = document.querySelector("#output .report");
+		return r && {scenario: r.dataset.scenario, svg: !!r.querySelector(".plot svg rect"), text: r.querySelector("pre").textContent}`)
+	want := Simulate(first.Files, SimulateOptions{})
+	if len(want.Reports) == 0 || report.Scenario != want.Reports[0].Scenario || !report.SVG || report.Text != want.Reports[0].Text {
+		t.Errorf("the page shows the report of %q (plot %v):\n%s\nwant %q's:\n%s", report.Scenario, report.SVG, report.Text, want.Reports[0].Scenario, want.Reports[0].Text)
+	}
+	d.screenshot("3-simulate")
+
+	// The plugin example with a bug: a missing TAT no longer defaults to now.
+	d.click(`#examples button[data-example="simple_gcra"]`)
+	lua := "plugins/simple_gcra.lua"
+	d.waitFor(stepTimeout, "the simple_gcra example", nil, `return document.querySelector('.tab[data-file="plugins/simple_gcra.lua"]') && document.getElementById("status").className === "status ok"`)
+	d.click(`.tab[data-file="` + lua + `"]`)
+	luaSrc := exampleFiles(t, "simple_gcra")[lua]
+	const fallback = " or now"
+	at = strings.Index(luaSrc, "tonumber(call('GET', key))"+fallback)
+	if at < 0 {
+		t.Fatalf("%s has no default for a missing TAT", lua)
+	}
+	selectText(d, luaSrc, at+len("tonumber(call('GET', key))"), len(fallback))
+	d.sendKeys("#text", "\ue003") // Backspace
+	var edited string
+	d.exec(&edited, `return state.files["plugins/simple_gcra.lua"]`)
+	if edited != strings.Replace(luaSrc, fallback, "", 1) {
+		t.Fatalf("the edit did not make the Lua expected; it is:\n%s", edited)
+	}
+
+	// A verify with a budget too big to wait for, stopped; then one that finishes.
+	d.exec(nil, `
+		window.seenStatus = [];
+		const s = document.getElementById("run-status");
+		new MutationObserver(() => seenStatus.push(s.textContent)).observe(s, {childList: true, characterData: true, subtree: true})`)
+	d.sendKeys("#budget", "10000000")
+	d.click("#verify")
+	d.waitFor(stepTimeout, "a long verify's progress", nil, `return /^verify: \d+ of \d+ checks$/.test(document.getElementById("run-status").textContent)`)
+	d.click("#stop")
+	if s := d.text("#run-status"); !strings.HasPrefix(s, "verify: stopped after ") {
+		t.Errorf("after Stop the run status is %q", s)
+	}
+	d.exec(nil, `document.getElementById("budget").value = ""`)
+	d.sendKeys("#budget", "200")
+	d.click("#verify")
+	var finding struct {
+		Detail string
+		Steps  []string
+		Marked int
+	}
+	d.waitFor(stepTimeout, "verify's failure with its counterexample", &finding, `
+		const f = document.querySelector("#output .finding.fail");
+		return f && f.querySelector(".counterexample") && {detail: f.querySelector(".detail").textContent,
+			steps: [...f.querySelectorAll(".counterexample tbody tr")].map((r) => r.textContent),
+			marked: f.querySelectorAll(".counterexample tr.mark").length}`)
+	if !strings.Contains(finding.Detail, "attempt to compare nil with number") || len(finding.Steps) == 0 || finding.Marked == 0 ||
+		!strings.Contains(strings.Join(finding.Steps, "\n"), "ERROR plugins/simple_gcra.lua:") {
+		t.Errorf("the failure shown: %+v; want the Lua error with a marked counterexample step", finding)
+	}
+	var seen []string
+	d.exec(&seen, `return seenStatus`)
+	if !slicesMatch(seen, `^verify: \d+ of \d+ checks$`) || !slicesMatch(seen, `^verify: done in `) {
+		t.Errorf("the run status showed %q; want progress, then done", seen)
+	}
+	d.exec(nil, `document.querySelector("#output .finding.fail").scrollIntoView()`)
+	d.screenshot("4-verify")
+
+	// The failure's button to the Lua line that raised the error.
+	errLine := strings.Count(edited[:strings.Index(edited, "if tat < now then")], "\n") + 1
+	d.click("#output .finding.fail .goto")
+	var cur struct {
+		Tab   string
+		Start int
+	}
+	d.exec(&cur, `return {tab: document.querySelector(".tab.active").dataset.file, start: document.getElementById("text").selectionStart}`)
+	if cur.Tab != lua || cur.Start != offsetOf(edited, errLine, 1) {
+		t.Errorf("the failure's source button shows %s at offset %d; want %s line %d (offset %d)", cur.Tab, cur.Start, lua, errLine, offsetOf(edited, errLine, 1))
+	}
+
+	// The share link, in a fresh page: the same files.
+	var files map[string]string
+	d.exec(&files, `return state.files`)
+	d.click("#share")
+	var link string
+	d.waitFor(stepTimeout, "the share link", &link, `const i = document.getElementById("share-link"); return !i.hidden && i.value`)
+	if !regexp.MustCompile(`^` + regexp.QuoteMeta(srv.URL) + `/#f=[A-Za-z0-9_-]+$`).MatchString(link) {
+		t.Fatalf("share link %q", link)
+	}
+	t.Logf("share link: %d characters for %d bytes of files", len(link), len(files[lua])+len(files["simple_gcra.hcl"]))
+	d.navigate("about:blank")
+	d.navigate(link)
+	var sharedFirst float64
+	d.waitFor(loadTimeout, "the shared page's first result", &sharedFirst, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined && rlctlTiming.firstResult`)
+	t.Logf("time to first result from the share link: %.0f ms", sharedFirst)
+	var shared map[string]string
+	d.exec(&shared, `return state.files`)
+	if a, b := mustJSON(t, shared), mustJSON(t, files); a != b {
+		t.Errorf("the shared page has the files\n%s\nwant\n%s", a, b)
+	}
+	d.screenshot("5-shared")
+
+	// A link cut short: the page says so, and shows the first example.
+	d.navigate("about:blank")
+	d.navigate(link[:len(link)-40])
+	d.waitFor(loadTimeout, "the cut link's page", nil, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined`)
+	if s := d.text("#output"); !strings.Contains(s, "The link's files cannot be read") {
+		t.Errorf("a cut link shows %q", s)
+	}
+	if got := d.text(".tab.active"); got != first.Name+".hcl" {
+		t.Errorf("a cut link shows the tab %q, want the first example's", got)
+	}
+}
+
+// selectText focuses the editor, which holds text, and selects the n bytes from byte
+// offset at, so that the keys sent next replace them.
+func selectText(d *webDriver, text string, at, n int) {
+	d.t.Helper()
+	d.exec(nil, `const ta = document.getElementById("text"); ta.focus(); ta.setSelectionRange(arguments[0], arguments[1])`,
+		jsOffset(text, at), jsOffset(text, at+n))
+}
+
+// jsOffset converts a byte offset in s to JavaScript's, in UTF-16 code units.
+func jsOffset(s string, off int) int { return len(utf16.Encode([]rune(s[:off]))) }
+
+// offsetOf is the JavaScript offset of line:column (1-based, column in characters) in text.
+func offsetOf(text string, line, col int) int {
+	off := 0
+	for range line - 1 {
+		off += strings.IndexByte(text[off:], '\n') + 1
+	}
+	return jsOffset(text, off) + col - 1
+}
+
+func slicesMatch(list []string, pattern string) bool {
+	re := regexp.MustCompile(pattern)
+	for _, s := range list {
+		if re.MatchString(s) {
+			return true
+		}
+	}
+	return false
+}
+
+func mustJSON(t *testing.T, v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// logWasmSize logs the module's size, raw and gzipped, as the page fetches it.
+func logWasmSize(t *testing.T) {
+	gz, err := static.ReadFile("static/" + wasmName + ".gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rlctl.wasm: %.1f MB raw, %.1f MB gzipped (%d and %d bytes)", float64(n)/1e6, float64(len(gz))/1e6, n, len(gz))
+}
