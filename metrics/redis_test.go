@@ -3,6 +3,7 @@ package metrics
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/redistest"
@@ -47,7 +48,7 @@ func TestWatchRedis(t *testing.T) {
 	scrape("before any backend", 0)
 	first := engine.NewRedis(srv.Client(t))
 	m.WatchRedis(first)
-	e := engine.New(first, plan, engine.WithHooks(m.Hooks()))
+	e := engine.New(first, plan, engine.WithHooks(m.Hooks()), engine.WithTimeout(time.Minute))
 	run(e)
 	scrape("first call on a fresh server", 1)
 	flush()
@@ -59,7 +60,7 @@ func TestWatchRedis(t *testing.T) {
 	second := engine.NewRedis(srv.Client(t))
 	m.WatchRedis(second)
 	scrape("after the swap", 2)
-	e = engine.New(second, plan, engine.WithHooks(m.Hooks()))
+	e = engine.New(second, plan, engine.WithHooks(m.Hooks()), engine.WithTimeout(time.Minute))
 	run(e)
 	scrape("the new backend's first call", 2)
 	flush()

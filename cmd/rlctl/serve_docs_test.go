@@ -123,7 +123,7 @@ func TestServeOnACluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	a := cl.Addrs()
 	url := "redis://" + a[0] + "?addr=" + a[1] + "&addr=" + a[2]
-	serveWhile(t, []string{"-redis", url, "-redis-type", "cluster", filepath.Join(root, "serve", "testdata", "envoy", "edge.hcl")}, func(web string) {
+	serveWhile(t, []string{"-redis", url, "-redis-type", "cluster", "-timeout", "20s", filepath.Join(root, "serve", "testdata", "envoy", "edge.hcl")}, func(web string) {
 		for i := range 4 {
 			resp, err := http.Post(web+"/v1/decide", "application/json", strings.NewReader(
 				`{"requests": [{"attributes": {"domain": "edge", "descriptor": "remote_address", "remote_address": "192.0.2.7"}},
@@ -184,7 +184,7 @@ func TestServeThroughSentinel(t *testing.T) {
 		}
 	}
 	url := fmt.Sprintf("redis://127.0.0.1:%d?master_name=mymaster", port)
-	serveWhile(t, []string{"-redis", url, "-redis-type", "sentinel", filepath.Join(root, "serve", "testdata", "envoy", "edge.hcl")}, func(web string) {
+	serveWhile(t, []string{"-redis", url, "-redis-type", "sentinel", "-timeout", "20s", filepath.Join(root, "serve", "testdata", "envoy", "edge.hcl")}, func(web string) {
 		for i := range 4 {
 			resp, err := http.Post(web+"/v1/decide", "application/json", strings.NewReader(
 				`{"attributes": {"domain": "edge", "descriptor": "remote_address", "remote_address": "192.0.2.8"}}`))
