@@ -125,7 +125,7 @@ func closest(name string) string {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintf(w, "rlctl checks, formats, explains, simulates and verifies rate-limit policies.\n\nusage: rlctl COMMAND [ARGS]\n\ncommands:\n")
+	fmt.Fprintf(w, "rlctl checks, formats, explains, simulates, verifies and serves rate-limit policies.\n\nusage: rlctl COMMAND [ARGS]\n\ncommands:\n")
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.short)
 	}
