@@ -12,15 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf16"
-)
-
-// Waits in the browser are polls with these bounds, generous for a loaded machine: the
-// page's first result needs the module fetched, compiled and started twice.
-const (
-	loadTimeout = 3 * time.Minute
-	stepTimeout = time.Minute
 )
 
 // TestPlaygroundInBrowser drives the page in a headless Chromium, through chromedriver,
@@ -45,7 +37,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	// The first example, validated.
 	d.navigate(srv.URL + "/")
 	var timing struct{ Compiled, Ready, Examples, FirstResult float64 }
-	d.waitFor(loadTimeout, "the first validate result", &timing, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined && rlctlTiming`)
+	d.waitFor("the first validate result", &timing, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined && rlctlTiming`)
 	t.Logf("time to first result: %.0f ms from navigation start (module compiled at %.0f ms, worker ready at %.0f ms, examples at %.0f ms)",
 		timing.FirstResult, timing.Compiled, timing.Ready, timing.Examples)
 	var examples []string
@@ -77,7 +69,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 		Line, Column int
 		Gutter       []string
 	}
-	d.waitFor(stepTimeout, "the unknown-algorithm diagnostic", &diag, `
+	d.waitFor("the unknown-algorithm diagnostic", &diag, `
 		const li = [...document.querySelectorAll("#diagnostics li.error")].find((li) => li.textContent.includes("Unknown algorithm"));
 		return li && {line: +li.dataset.line, column: +li.dataset.column,
 			gutter: [...document.querySelectorAll("#gutter .ln.error")].map((e) => e.textContent)}`)
@@ -102,7 +94,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	// Fixed again: no error left.
 	selectText(d, src, at+len(`algorithm = "`), len("sliding_lgo"))
 	d.sendKeys("#text", "sliding_log")
-	d.waitFor(stepTimeout, "the fix validated", nil, `return !document.querySelector("#diagnostics li.error") && !document.querySelector("#gutter .ln.error") && document.getElementById("status").textContent`)
+	d.waitFor("the fix validated", nil, `return !document.querySelector("#diagnostics li.error") && !document.querySelector("#gutter .ln.error") && document.getElementById("status").textContent`)
 	if got, want := d.text("#status"), Validate(first.Files).Summary; got != want {
 		t.Errorf("status after the fix %q, want %q", got, want)
 	}
@@ -111,7 +103,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	selectText(d, src, strings.LastIndex(src[:at], "\n")+1, 0)
 	d.sendKeys("#text", "   ")
 	d.click("#format")
-	d.waitFor(stepTimeout, "the file formatted", nil, `return document.getElementById("text").value === arguments[0] && state.files[arguments[1]] === arguments[0]`, src, first.Name+".hcl")
+	d.waitFor("the file formatted", nil, `return document.getElementById("text").value === arguments[0] && state.files[arguments[1]] === arguments[0]`, src, first.Name+".hcl")
 
 	// Simulate: each scenario's report with its plot.
 	d.click("#simulate")
@@ -120,7 +112,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 		SVG      bool
 		Text     string
 	}
-	d.waitFor(stepTimeout, "the simulate report", &report, `
+	d.waitFor("the simulate report", &report, `
 		const r = document.querySelector("#output .report");
 		return r && {scenario: r.dataset.scenario, svg: !!r.querySelector(".plot svg rect"), text: r.querySelector("pre").textContent}`)
 	want := Simulate(first.Files, SimulateOptions{})
@@ -132,7 +124,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	// The plugin example with a bug: a missing TAT no longer defaults to now.
 	d.click(`#examples button[data-example="simple_gcra"]`)
 	lua := "plugins/simple_gcra.lua"
-	d.waitFor(stepTimeout, "the simple_gcra example", nil, `return document.querySelector('.tab[data-file="plugins/simple_gcra.lua"]') && document.getElementById("status").className === "status ok"`)
+	d.waitFor("the simple_gcra example", nil, `return document.querySelector('.tab[data-file="plugins/simple_gcra.lua"]') && document.getElementById("status").className === "status ok"`)
 	d.click(`.tab[data-file="` + lua + `"]`)
 	luaSrc := exampleFiles(t, "simple_gcra")[lua]
 	const fallback = " or now"
@@ -155,7 +147,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 		new MutationObserver(() => seenStatus.push(s.textContent)).observe(s, {childList: true, characterData: true, subtree: true})`)
 	d.sendKeys("#budget", "10000000")
 	d.click("#verify")
-	d.waitFor(stepTimeout, "a long verify's progress", nil, `return /^verify: \d+ of \d+ checks$/.test(document.getElementById("run-status").textContent)`)
+	d.waitFor("a long verify's progress", nil, `return /^verify: \d+ of \d+ checks$/.test(document.getElementById("run-status").textContent)`)
 	d.click("#stop")
 	if s := d.text("#run-status"); !strings.HasPrefix(s, "verify: stopped after ") {
 		t.Errorf("after Stop the run status is %q", s)
@@ -168,7 +160,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 		Steps  []string
 		Marked int
 	}
-	d.waitFor(stepTimeout, "verify's failure with its counterexample", &finding, `
+	d.waitFor("verify's failure with its counterexample", &finding, `
 		const f = document.querySelector("#output .finding.fail");
 		return f && f.querySelector(".counterexample") && {detail: f.querySelector(".detail").textContent,
 			steps: [...f.querySelectorAll(".counterexample tbody tr")].map((r) => r.textContent),
@@ -202,7 +194,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	d.exec(&files, `return state.files`)
 	d.click("#share")
 	var link string
-	d.waitFor(stepTimeout, "the share link", &link, `const i = document.getElementById("share-link"); return !i.hidden && i.value`)
+	d.waitFor("the share link", &link, `const i = document.getElementById("share-link"); return !i.hidden && i.value`)
 	if !regexp.MustCompile(`^` + regexp.QuoteMeta(srv.URL) + `/#f=[A-Za-z0-9_-]+$`).MatchString(link) {
 		t.Fatalf("share link %q", link)
 	}
@@ -210,7 +202,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	d.navigate("about:blank")
 	d.navigate(link)
 	var sharedFirst float64
-	d.waitFor(loadTimeout, "the shared page's first result", &sharedFirst, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined && rlctlTiming.firstResult`)
+	d.waitFor("the shared page's first result", &sharedFirst, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined && rlctlTiming.firstResult`)
 	t.Logf("time to first result from the share link: %.0f ms", sharedFirst)
 	var shared map[string]string
 	d.exec(&shared, `return state.files`)
@@ -222,7 +214,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	// A link cut short: the page says so, and shows the first example.
 	d.navigate("about:blank")
 	d.navigate(link[:len(link)-40])
-	d.waitFor(loadTimeout, "the cut link's page", nil, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined`)
+	d.waitFor("the cut link's page", nil, `return window.rlctlTiming && rlctlTiming.firstResult !== undefined`)
 	if s := d.text("#output"); !strings.Contains(s, "The link's files cannot be read") {
 		t.Errorf("a cut link shows %q", s)
 	}

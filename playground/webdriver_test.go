@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // A minimal W3C WebDriver client (https://www.w3.org/TR/webdriver2/), enough to drive
@@ -73,6 +72,28 @@ type webDriver struct {
 	client  *http.Client
 }
 
+// lineWatch closes seen once the output written to it holds want.
+type lineWatch struct {
+	want string
+	seen chan struct{}
+	mu   sync.Mutex
+	buf  []byte
+	done bool
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.buf = append(w.buf, p...)
+		if bytes.Contains(w.buf, []byte(w.want)) {
+			w.done = true
+			close(w.seen)
+		}
+	}
+	return len(p), nil
+}
+
 // lockedBuffer collects a process's output for a failure message.
 type lockedBuffer struct {
 	mu sync.Mutex
@@ -102,40 +123,39 @@ func startBrowser(t *testing.T, chromium, chromedriver string) *webDriver {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	var logs lockedBuffer
+	started := &lineWatch{want: "started successfully", seen: make(chan struct{})}
 	cmd := exec.Command(chromedriver, "--port="+strconv.Itoa(port), "--allowed-ips=127.0.0.1")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&logs, started), &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("%s: %v", chromedriver, err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 		if t.Failed() {
 			t.Logf("chromedriver's output:\n%s", logs.String())
 		}
 	})
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	client := &http.Client{Timeout: 2 * time.Minute}
-	// chromedriver answers /status with ready once it listens.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var st struct {
-			Value struct{ Ready bool } `json:"value"`
-		}
-		resp, err := client.Get(base + "/status")
-		if err == nil {
-			err = json.NewDecoder(resp.Body).Decode(&st)
-			resp.Body.Close()
-		}
-		if err == nil && st.Value.Ready {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("chromedriver not ready after 30s (%v):\n%s", err, logs.String())
-		}
+	// chromedriver says so on stdout once it listens: wait for that line, not a clock.
+	select {
+	case <-started.seen:
+	case <-exited:
+		t.Fatalf("chromedriver exited before it listened:\n%s", logs.String())
 	}
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	// No client timeout: a wait runs in the page (waitFor) for as long as the test's own
+	// -timeout allows.
+	client := &http.Client{}
 	profile := t.TempDir()
 	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
 		"browserName": "chrome",
+		// waitFor's scripts wait in the page; the test's -timeout bounds them, not this.
+		"timeouts": map[string]any{"script": nil},
 		"goog:chromeOptions": map[string]any{
 			"binary": chromium,
 			"args": []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -253,30 +273,33 @@ func (d *webDriver) exec(out any, script string, args ...any) {
 	d.must(d.call("POST", "/execute/sync", map[string]any{"script": script, "args": args}, out))
 }
 
-// waitFor runs script until it returns something other than null, false or "", at most
-// for timeout, decoding that into out (when not nil); what describes the wait.
-func (d *webDriver) waitFor(timeout time.Duration, what string, out any, script string, args ...any) {
+// waitFor waits, in the page, until script returns something other than null, false or
+// "" (an exception counts as not yet), and decodes that into out (when not nil); what
+// describes the wait. The page re-runs script on each animation frame and answers the
+// moment it holds, so the test waits for the page's own events, with no clock of its own
+// (the session's script timeout is off: the test's -timeout bounds a wait that never ends).
+func (d *webDriver) waitFor(what string, out any, script string, args ...any) {
 	d.t.Helper()
 	if args == nil {
 		args = []any{}
 	}
-	deadline := time.Now().Add(timeout)
-	for {
-		var v json.RawMessage
-		err := d.call("POST", "/execute/sync", map[string]any{"script": script, "args": args}, &v)
-		if err == nil && len(v) > 0 && string(v) != "null" && string(v) != "false" && string(v) != `""` {
-			if out != nil {
-				d.must(json.Unmarshal(v, out))
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			var status string
-			_ = d.call("POST", "/execute/sync", map[string]any{"script": `return document.getElementById("status").textContent + " | " + document.getElementById("run-status").textContent`, "args": []any{}}, &status)
-			d.screenshot("failed")
-			d.t.Fatalf("waited %s for %s: got %s %v (page status: %s)", timeout, what, v, err, status)
-		}
-		time.Sleep(100 * time.Millisecond)
+	wrapped := `const done = arguments[arguments.length - 1];
+const args = Array.prototype.slice.call(arguments, 0, -1);
+const cond = function() { ` + script + ` };
+(function poll() {
+  let v = null;
+  try { v = cond.apply(null, args); } catch (e) { v = null; }
+  if (v !== null && v !== undefined && v !== false && v !== "") { done(v); } else { requestAnimationFrame(poll); }
+})();`
+	var v json.RawMessage
+	if err := d.call("POST", "/execute/async", map[string]any{"script": wrapped, "args": args}, &v); err != nil {
+		var status string
+		_ = d.call("POST", "/execute/sync", map[string]any{"script": `return document.getElementById("status").textContent + " | " + document.getElementById("run-status").textContent`, "args": []any{}}, &status)
+		d.screenshot("failed")
+		d.t.Fatalf("waiting for %s: %v (page status: %s)", what, err, status)
+	}
+	if out != nil {
+		d.must(json.Unmarshal(v, out))
 	}
 }
 
