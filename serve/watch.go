@@ -15,14 +15,16 @@ const settle = 250 * time.Millisecond
 
 // Watch reloads the policies whenever one of the server's paths changes, until ctx ends. A
 // file is watched through its directory, so a file replaced by a rename (editors,
-// Kubernetes ConfigMap updates) is still seen; so is any other change in that directory. Each reload is Reload's: a bad edit keeps
-// the running policies. It returns the watcher's error, or nil when ctx ends.
-func (s *Server) Watch(ctx context.Context) error {
+// Kubernetes ConfigMap updates) is still seen; so is any other change in that directory.
+// Each reload is Reload's: a bad edit keeps the running policies; a watcher error is
+// logged. Watch returns once every path is watched (a change from then on is seen), or
+// with the error that keeps a path from being watched; done is closed when watching has
+// stopped, after ctx ends.
+func (s *Server) Watch(ctx context.Context) (done <-chan struct{}, err error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer w.Close()
 	dirs := map[string]bool{}
 	for _, p := range s.paths {
 		dir := p
@@ -31,25 +33,32 @@ func (s *Server) Watch(ctx context.Context) error {
 		}
 		if !dirs[dir] {
 			if err := w.Add(dir); err != nil {
-				return err
+				w.Close()
+				return nil, err
 			}
 			dirs[dir] = true
 		}
 	}
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-w.Errors:
-			s.log.Warn("rlctl serve: watching the policy files", "error", err.Error())
-		case <-w.Events:
-			// Any change in a watched directory: a ConfigMap swaps a "..data" link, not the
-			// file; a reload that finds nothing new changes nothing.
-			timer.Reset(settle)
-		case <-timer.C:
-			_, _ = s.Reload()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		defer w.Close()
+		timer := time.NewTimer(time.Hour)
+		timer.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case err := <-w.Errors:
+				s.log.Warn("rlctl serve: watching the policy files", "error", err.Error())
+			case <-w.Events:
+				// Any change in a watched directory: a ConfigMap swaps a "..data" link, not
+				// the file; a reload that finds nothing new changes nothing.
+				timer.Reset(settle)
+			case <-timer.C:
+				_, _ = s.Reload()
+			}
 		}
-	}
+	}()
+	return stopped, nil
 }

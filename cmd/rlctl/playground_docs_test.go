@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestReadmePlayground runs the rlctl playground commands of README.md's sh blocks: one
@@ -85,13 +84,8 @@ func playgroundOnce(t *testing.T, args []string) {
 			t.Errorf("GET %srlctl.wasm: Content-Type %q, Content-Encoding %q", url, wasm.header.Get("Content-Type"), wasm.header.Get("Content-Encoding"))
 		}
 		close(playgroundStop)
-		select {
-		case code := <-exit:
-			if code != 0 {
-				t.Errorf("rlctl %s exited %d:\n%s", strings.Join(args, " "), code, out.String())
-			}
-		case <-time.After(time.Minute):
-			t.Fatalf("rlctl %s did not stop within a minute", strings.Join(args, " "))
+		if code := <-exit; code != 0 { // the test's -timeout bounds a stop that never comes
+			t.Errorf("rlctl %s exited %d:\n%s", strings.Join(args, " "), code, out.String())
 		}
 	case code := <-exit:
 		t.Errorf("rlctl %s exited %d before serving:\n%s", strings.Join(args, " "), code, out.String())

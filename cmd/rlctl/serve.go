@@ -91,6 +91,13 @@ var serveReady func(grpcAddr, httpAddr string)
 // serveStop, when set (by a test), stops the service as SIGTERM does when it is closed.
 var serveStop chan struct{}
 
+// serveReloaded and serveDraining, when set (by a test), are told of every reload attempt
+// and of the start of the drain.
+var (
+	serveReloaded func(ok bool)
+	serveDraining func()
+)
+
 // serveGRPCOptions are added to the gRPC server's options (by a test, to watch calls).
 var serveGRPCOptions []grpc.ServerOption
 
@@ -165,6 +172,9 @@ func runServe(e *env, args []string) error {
 			if ok {
 				m.Plan(policies, rules)
 			}
+			if serveReloaded != nil {
+				serveReloaded(ok)
+			}
 		},
 		OmitHeaders:    *noHeaders,
 		LocalMaxMemory: *maxMemory,
@@ -219,11 +229,9 @@ func runServe(e *env, args []string) error {
 		go func() { errs <- hsrv.Serve(hl) }()
 	}
 	if *watch {
-		go func() {
-			if err := srv.Watch(ctx); err != nil {
-				log.Error("rlctl serve: the policy files cannot be watched; SIGHUP still reloads them", "error", err.Error())
-			}
-		}()
+		if _, err := srv.Watch(ctx); err != nil {
+			log.Error("rlctl serve: the policy files cannot be watched; SIGHUP still reloads them", "error", err.Error())
+		}
 	}
 	log.Info("rlctl serve: serving", "grpc", gaddr, "http", haddr)
 	if serveReady != nil {
@@ -251,6 +259,9 @@ func runServe(e *env, args []string) error {
 		break
 	}
 	log.Info("rlctl serve: draining", "for", drain.String())
+	if serveDraining != nil {
+		serveDraining()
+	}
 	hs.Shutdown()
 	cancel()
 	dctx, dcancel := context.WithTimeout(context.Background(), *drain)

@@ -4,16 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/internal/redistest"
 )
 
@@ -148,42 +144,9 @@ func TestServeOnACluster(t *testing.T) {
 // TestServeThroughSentinel: -redis-type sentinel finds the primary through a real Redis
 // Sentinel and decides there.
 func TestServeThroughSentinel(t *testing.T) {
-	primary := redistest.Start(t) // skips or fails as the harness does when Redis is missing
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	dir := t.TempDir()
-	_, pport, _ := net.SplitHostPort(primary.Addr())
-	conf := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nsentinel monitor mymaster 127.0.0.1 %s 1\n", port, dir, pport)
-	if err := os.WriteFile(filepath.Join(dir, "sentinel.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, filepath.Join(dir, "sentinel.conf"), "--sentinel")
-	var out syncBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sentinel := redis.NewSentinelClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
-	defer sentinel.Close()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		addr, err := sentinel.GetMasterAddrByName(context.Background(), "mymaster").Result()
-		if err == nil && len(addr) == 2 && addr[1] == pport {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sentinel does not know the primary after 30s (%v %v):\n%s", addr, err, out.String())
-		}
-	}
-	url := fmt.Sprintf("redis://127.0.0.1:%d?master_name=mymaster", port)
+	primary := redistest.Start(t)
+	sentinel := redistest.StartSentinel(t, "mymaster", primary)
+	url := "redis://" + sentinel.Addr() + "?master_name=mymaster"
 	serveWhile(t, []string{"-redis", url, "-redis-type", "sentinel", "-timeout", "20s", filepath.Join(root, "serve", "testdata", "envoy", "edge.hcl")}, func(web string) {
 		for i := range 4 {
 			resp, err := http.Post(web+"/v1/decide", "application/json", strings.NewReader(

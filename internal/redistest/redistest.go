@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -90,6 +91,20 @@ func Start(tb testing.TB) *Server {
 	s, err := startServer(tb.TempDir(), false)
 	if err != nil {
 		tb.Fatalf("redistest: %v", err)
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// StartSentinel starts a Redis Sentinel private to the test that monitors
+// primary under the name master (a quorum of 1), stopped at tb.Cleanup. It
+// returns once the Sentinel answers, and it knows the primary from its start.
+func StartSentinel(tb testing.TB, master string, primary *Server) *Server {
+	tb.Helper()
+	requireBinaries(tb)
+	s, err := startAs(tb.TempDir(), false, master+" 127.0.0.1 "+strconv.Itoa(primary.port))
+	if err != nil {
+		tb.Fatalf("redistest: sentinel: %v", err)
 	}
 	tb.Cleanup(s.Stop)
 	return s

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
@@ -339,5 +340,18 @@ func TestLaunchPortTaken(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "redis.log (tail)") {
 		t.Errorf("error lacks the log tail: %v", err)
+	}
+}
+
+// TestSentinel: a Sentinel started by the harness answers at once with the primary it
+// monitors.
+func TestSentinel(t *testing.T) {
+	primary := Start(t)
+	s := StartSentinel(t, "mymaster", primary)
+	c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr()})
+	defer c.Close()
+	addr, err := c.GetMasterAddrByName(context.Background(), "mymaster").Result()
+	if err != nil || len(addr) != 2 || net.JoinHostPort(addr[0], addr[1]) != primary.Addr() {
+		t.Fatalf("the sentinel names %v (%v) as mymaster, want %s", addr, err, primary.Addr())
 	}
 }

@@ -40,6 +40,8 @@ type Server struct {
 	port    int
 	dir     string
 	cluster bool
+	// monitor, for a Sentinel, is the primary it watches: "NAME HOST PORT".
+	monitor string
 
 	mu     sync.Mutex
 	proc   *process // nil when not running
@@ -170,13 +172,20 @@ func (s *Server) Stop() {
 // startServer starts a redis-server keeping its files in dir, on a new free
 // port for each launch that loses its port to another process.
 func startServer(dir string, cluster bool) (*Server, error) {
+	return startAs(dir, cluster, "")
+}
+
+// startAs starts a server keeping its files in dir, a cluster node when cluster, a
+// Sentinel monitoring monitor ("NAME HOST PORT") when that is set, on a new free port for
+// each launch that loses its port to another process.
+func startAs(dir string, cluster bool, monitor string) (*Server, error) {
 	var err error
 	for range bindAttempts {
 		var port int
 		if port, err = freePort(cluster); err != nil {
 			return nil, err
 		}
-		s := &Server{port: port, dir: dir, cluster: cluster}
+		s := &Server{port: port, dir: dir, cluster: cluster, monitor: monitor}
 		var p *process
 		if p, err = s.launch(); err == nil {
 			s.proc = p
@@ -196,12 +205,21 @@ func (s *Server) launch() (*process, error) {
 	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
 		"--dir", s.dir,
 		"--protected-mode", "no",
 		"--daemonize", "no",
 		"--logfile", logfile,
+	}
+	if s.monitor == "" {
+		args = append(args, "--save", "", "--appendonly", "no")
+	} else {
+		// A Sentinel keeps no data; it runs from a file it may rewrite, which names the
+		// primary it monitors.
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		if err := os.WriteFile(conf, []byte("sentinel monitor "+s.monitor+" 1\n"), 0o644); err != nil {
+			return nil, err
+		}
+		args = append([]string{conf, "--sentinel"}, args...)
 	}
 	if s.cluster {
 		args = append(args,
