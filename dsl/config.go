@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -17,6 +18,17 @@ type Config struct {
 	// Files holds every file read, by the name diagnostics use: policy files and plugin Lua
 	// sources (a Lua file's Body is empty). It exists to render diagnostics.
 	Files map[string]*hcl.File
+}
+
+// Source returns the text at rng in the file it names, spacing collapsed to single spaces
+// (an expression as written, on one line); "?" when the file is not in Files or rng is not
+// in it.
+func (c *Config) Source(rng hcl.Range) string {
+	f := c.Files[rng.Filename]
+	if f == nil || rng.End.Byte > len(f.Bytes) || rng.Start.Byte > rng.End.Byte {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(f.Bytes[rng.Start.Byte:rng.End.Byte])), " ")
 }
 
 // Policy returns the policy with the given name.

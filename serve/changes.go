@@ -2,7 +2,6 @@ package serve
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rlctl/rlctl/dsl"
@@ -127,12 +126,7 @@ func text(cfg *dsl.Config, e *dsl.Expr) string {
 	if e == nil {
 		return ""
 	}
-	rng := e.Range()
-	f := cfg.Files[rng.Filename]
-	if f == nil || rng.End.Byte > len(f.Bytes) || rng.Start.Byte > rng.End.Byte {
-		return rng.String()
-	}
-	return strings.Join(strings.Fields(string(f.Bytes[rng.Start.Byte:rng.End.Byte])), " ")
+	return cfg.Source(e.Range())
 }
 
 func or(s string) string {

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/internal/cli"
 	"github.com/rlctl/rlctl/luahost"
 )
 
@@ -181,29 +182,10 @@ func (s *Server) load() (*state, []Change, error) {
 	return &state{cfg: cfg, plan: plan, engine: engine.New(s.backend, plan, s.opts...), at: s.leases.now()}, changes, nil
 }
 
-// render writes diagnostics as rlctl validate does, without colour: each opens with
-// file:line:col, severity and summary, then the source lines and the detail.
+// render writes diagnostics as rlctl validate does, without colour.
 func render(files map[string]*hcl.File, diags hcl.Diagnostics) string {
 	var b strings.Builder
-	for _, d := range diags {
-		sev := "error"
-		if d.Severity == hcl.DiagWarning {
-			sev = "warning"
-		}
-		if d.Subject != nil {
-			fmt.Fprintf(&b, "%s:%d:%d: %s: %s\n", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, sev, d.Summary)
-		} else {
-			fmt.Fprintf(&b, "%s: %s\n", sev, d.Summary)
-		}
-		var one strings.Builder
-		_ = dsl.WriteDiagnostics(&one, files, hcl.Diagnostics{d}, 100, false)
-		text := one.String()
-		// The rendering opens with "Error: summary\n".
-		if i := strings.Index(text, ": "+d.Summary+"\n"); i >= 0 {
-			text = text[i+len(": "+d.Summary+"\n"):]
-		}
-		b.WriteString(text)
-	}
+	_ = cli.WriteDiagnostics(&b, files, diags, false)
 	return b.String()
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
@@ -164,7 +163,7 @@ func describe(cfg *dsl.Config, plan *engine.Plan) planOut {
 		if e == nil {
 			return ""
 		}
-		return source(cfg, e.Range())
+		return cfg.Source(e.Range())
 	}
 	for _, p := range cfg.Policies {
 		po := policyOut{Name: p.Name, Match: src(p.Match), Shard: src(p.Shard), OnError: or(p.OnError, dsl.OnErrorAllow), Clock: or(p.Clock, dsl.ClockServer)}
@@ -231,7 +230,7 @@ func keyPart(cfg *dsl.Config, e *dsl.Expr) string {
 			return v
 		}
 	}
-	return "<" + source(cfg, e.Range()) + ">"
+	return "<" + cfg.Source(e.Range()) + ">"
 }
 
 // noRequest is a request without attributes, for evaluating constants.
@@ -278,15 +277,6 @@ func or(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// source returns the text of rng in its file, on one line.
-func source(cfg *dsl.Config, rng hcl.Range) string {
-	f := cfg.Files[rng.Filename]
-	if f == nil || rng.End.Byte > len(f.Bytes) || rng.Start.Byte > rng.End.Byte {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(f.Bytes[rng.Start.Byte:rng.End.Byte])), " ")
 }
 
 func printPlan(e *env, p planOut, from string) {
