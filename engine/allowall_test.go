@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/luahost"
 )
 
 // descriptorPolicy limits what a gateway describes of one client request: its address and
@@ -122,5 +124,24 @@ func TestAllowAllOnACluster(t *testing.T) {
 	}
 	if p, err := e.Peek(ctx, path); err != nil || p.Rules[0].Remaining != 10 {
 		t.Fatalf("the path's slot kept its charge after the denial: %+v %v", p, err)
+	}
+}
+
+// TestAllowAllLargeBatch: the map path of merge (over 32 rules) merges shared keys as the
+// scan does.
+func TestAllowAllLargeBatch(t *testing.T) {
+	e := New(NewLocal(luahost.New()), compile(t, descriptorPolicy))
+	rs := make([]dsl.Request, 40)
+	for i := range rs {
+		rs[i] = Attrs{"remote_address": "10.9.9." + strconv.Itoa(i%20)} // each address twice
+	}
+	d, err := e.AllowAll(context.Background(), rs, nil)
+	if err != nil || !d.Allowed || len(d.Rules) != 40 {
+		t.Fatalf("%+v %v", d, err)
+	}
+	for i, r := range d.Rules {
+		if r.Remaining != 0 || r.Request != i {
+			t.Fatalf("rule %d: %+v, want the address's limit of 2 spent by its two requests", i, r)
+		}
 	}
 }

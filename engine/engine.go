@@ -321,34 +321,48 @@ func merge(all []pending) (uniq []pending, fan []int, err error) {
 	if len(all) < 2 || all[len(all)-1].req == 0 {
 		return all, nil, nil // one request's rules have keys of their own
 	}
-	seen := make(map[string]int, len(all))
-	for i := range all {
-		k := all[i].call.Key
-		if _, ok := seen[k]; ok {
-			fan = make([]int, len(all))
-			break
+	// first(i) is the index of the first rule with all[i]'s key. A batch usually holds a
+	// few rules (a gateway's descriptors): a scan costs less than a map then, and
+	// allocates nothing; a large one (the HTTP API takes 256 requests) uses a map.
+	first := func(i int) int {
+		for j := range i {
+			if all[j].call.Key == all[i].call.Key {
+				return j
+			}
 		}
-		seen[k] = i
+		return i
 	}
-	if fan == nil {
+	if len(all) > 32 {
+		at := make(map[string]int, len(all))
+		for i := range all {
+			if _, ok := at[all[i].call.Key]; !ok {
+				at[all[i].call.Key] = i
+			}
+		}
+		first = func(i int) int { return at[all[i].call.Key] }
+	}
+	dup := false
+	for i := 1; i < len(all) && !dup; i++ {
+		dup = first(i) < i
+	}
+	if !dup {
 		return all, nil, nil
 	}
-	clear(seen)
 	uniq = make([]pending, 0, len(all))
+	fan = make([]int, len(all))
 	for i := range all {
-		k := all[i].call.Key
-		u, ok := seen[k]
-		if !ok {
-			seen[k], fan[i] = len(uniq), len(uniq)
-			uniq = append(uniq, all[i])
+		if j := first(i); j < i {
+			u := fan[j]
+			c := &uniq[u].call
+			if all[i].call.Cost > algorithms.MaxInt-c.Cost {
+				return nil, nil, fmt.Errorf("%w: policy %q rule %q: the requests' costs together are too large", ErrRequest, all[i].policy.Name, all[i].rule.Name)
+			}
+			c.Cost += all[i].call.Cost
+			fan[i] = u
 			continue
 		}
-		c := &uniq[u].call
-		if all[i].call.Cost > algorithms.MaxInt-c.Cost {
-			return nil, nil, fmt.Errorf("%w: policy %q rule %q: the requests' costs together are too large", ErrRequest, all[i].policy.Name, all[i].rule.Name)
-		}
-		c.Cost += all[i].call.Cost
-		fan[i] = u
+		fan[i] = len(uniq)
+		uniq = append(uniq, all[i])
 	}
 	return uniq, fan, nil
 }

@@ -494,9 +494,10 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 		return nil
 	}
 	if s.faults == nil {
-		// The one failure a scenario without faults may see is its own maxmemory under
-		// noeviction: Redis refuses the write, and on_error decides, as in production.
-		if err := degraded(d); err != nil && !(s.capped && isOOM(d.Err)) {
+		// The one backend failure a scenario without faults may see is its own maxmemory
+		// under noeviction (Redis refuses the write; the breaker may open on it), and then
+		// on_error decides, as in production; a script error is still the simulation's.
+		if err := degraded(d); err != nil && !(s.capped && engine.Classify(d.Err) == engine.ClassBackend) {
 			return s.requestError(src, ts, attrs, n, err)
 		}
 	}
@@ -547,12 +548,6 @@ type requestErr struct {
 
 func (e *requestErr) Error() string { return e.what + ": " + e.msg }
 func (e *requestErr) Unwrap() error { return e.err }
-
-// isOOM reports Redis's refusal of a write past maxmemory, or the open breaker those
-// refusals opened (without faults nothing else fails a call).
-func isOOM(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "OOM command not allowed") || errors.Is(err, engine.ErrBreakerOpen))
-}
 
 // degraded turns a decision the backend did not make into an error: a simulation must
 // never quietly fall back to an on_error mode.
@@ -727,7 +722,7 @@ func (s *sim) probe(ctx context.Context, req *pendingReq) error {
 		return err
 	}
 	if err := degraded(d); err != nil {
-		if s.capped && isOOM(d.Err) {
+		if s.capped && engine.Classify(d.Err) == engine.ClassBackend {
 			return nil // a peek of a full, non-evicting Redis tells nothing
 		}
 		return err
