@@ -22,6 +22,8 @@ type Compiled struct {
 	// Vary lists, in increasing order, the wire positions a call sends: the parameters
 	// evaluated per request, and every Lease slot.
 	Vary []int
+
+	name any // "@<Index>" as an ARGV value, set by Assemble
 }
 
 // check returns a copy of c after checking it against the script's algorithms: a known

@@ -104,6 +104,7 @@ func Assemble(algs []*Algorithm, rules ...*Compiled) (*Script, error) {
 			return nil, fmt.Errorf("compiled rule %d: %w", i+1, err)
 		}
 		c.Index = i + 1
+		c.name = "@" + strconv.Itoa(c.Index)
 		compiled[i] = c
 	}
 	write("\nlocal builtins = {}\nlocal function load_algorithm(name)\nlocal b = builtins[name]\nif b then\nreturn b[1], b[2], b[3], b[4], b[5]\nend\n", "", "")

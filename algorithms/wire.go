@@ -68,7 +68,48 @@ func (c *Call) Keys() []string {
 // Argv returns the call's ARGV. It checks what the script would reject, so a malformed
 // call fails here with a Go error instead of as an error reply.
 func (c *Call) Argv() ([]string, error) {
-	if c.Op != OpCheck && c.Op != OpRefund {
+	args, err := c.AppendArgs(make([]any, 0, 6+len(c.Rules)*6))
+	if err != nil {
+		return nil, err
+	}
+	argv := make([]string, len(args))
+	for i, a := range args {
+		switch a := a.(type) {
+		case string:
+			argv[i] = a
+		case *string:
+			argv[i] = *a
+		case int64:
+			argv[i] = strconv.FormatInt(a, 10)
+		case *int64:
+			argv[i] = strconv.FormatInt(*a, 10)
+		}
+	}
+	return argv, nil
+}
+
+// Values a call's arguments repeat, converted to interfaces once: a string or an integer
+// above 255 converted to an interface is copied to the heap.
+var (
+	argProtocol any = Protocol
+	argCheck    any = string(OpCheck)
+	argRefund   any = string(OpRefund)
+	argNone     any = ""
+	argShadow       = [2]any{"0", "1"}
+)
+
+// AppendArgs appends the call's ARGV to dst as arguments of a go-redis command, in the
+// forms its writer formats without allocating: strings, *string, int64 and *int64, each
+// of which formats to the value Argv gives at its place. Keys, costs, leases and varying
+// parameters are pointers into c, so c must not change until the command has been written.
+// It checks what Argv checks.
+func (c *Call) AppendArgs(dst []any) ([]any, error) {
+	op := argCheck
+	switch c.Op {
+	case OpCheck:
+	case OpRefund:
+		op = argRefund
+	default:
 		return nil, fmt.Errorf("unknown op %q", c.Op)
 	}
 	if c.Now < 0 && c.Now != ServerTime {
@@ -77,39 +118,38 @@ func (c *Call) Argv() ([]string, error) {
 	if c.Deadline < 0 {
 		return nil, fmt.Errorf("negative deadline %d", c.Deadline)
 	}
-	now := ""
-	if c.Now != ServerTime {
-		now = strconv.FormatInt(c.Now, 10)
-	}
-	deadline := ""
-	if c.Deadline > 0 {
-		deadline = strconv.FormatInt(c.Deadline, 10)
-	}
 	if c.Skew < 0 || c.Skew > MaxInt {
 		return nil, fmt.Errorf("clock skew %d out of range [0, 2^53]", c.Skew)
 	}
-	skew := ""
-	if c.Skew > 0 {
-		skew = strconv.FormatInt(c.Skew, 10)
+	now, deadline, skew := argNone, argNone, argNone
+	if c.Now != ServerTime {
+		now = &c.Now
 	}
-	argv := make([]string, 0, 6+len(c.Rules)*6)
-	argv = append(argv, Protocol, string(c.Op), now, deadline, skew, strconv.Itoa(len(c.Rules)))
-	seen := make(map[string]int, len(c.Rules))
+	if c.Deadline > 0 {
+		deadline = &c.Deadline
+	}
+	if c.Skew > 0 {
+		skew = &c.Skew
+	}
+	dst = append(dst, argProtocol, op, now, deadline, skew, int64(len(c.Rules)))
+	var seen map[string]int
+	if len(c.Rules) > 32 {
+		seen = make(map[string]int, len(c.Rules))
+	}
 	for i := range c.Rules {
 		r := &c.Rules[i]
 		if r.Algorithm == nil {
 			return nil, fmt.Errorf("rule %d: no algorithm", i+1)
 		}
-		if j, ok := seen[r.Key]; ok {
+		if j := c.keyBefore(i, seen); j >= 0 {
 			return nil, fmt.Errorf("rule %d: key %q repeats rule %d", i+1, r.Key, j+1)
 		}
-		seen[r.Key] = i
 		if r.Cost < 0 || r.Cost > MaxInt {
 			return nil, fmt.Errorf("rule %d: cost %d out of range [0, 2^53]", i+1, r.Cost)
 		}
 		if r.Compiled != nil {
 			var err error
-			if argv, err = r.appendCompiled(argv); err != nil {
+			if dst, err = r.appendCompiled(dst); err != nil {
 				return nil, fmt.Errorf("rule %d: %w", i+1, err)
 			}
 			continue
@@ -117,29 +157,47 @@ func (c *Call) Argv() ([]string, error) {
 		if err := r.Algorithm.Validate(r.Params); err != nil {
 			return nil, fmt.Errorf("rule %d: %w", i+1, err)
 		}
-		flags := "0"
+		shadow := argShadow[0]
 		if r.Shadow {
-			flags = "1"
+			shadow = argShadow[1]
 		}
-		argv = append(argv, r.Algorithm.Name, strconv.FormatInt(r.Cost, 10), flags)
-		for j, v := range r.Params {
+		dst = append(dst, r.Algorithm.Name, &r.Cost, shadow)
+		for j := range r.Params {
 			if r.Algorithm.isLeaseSlot(j) {
 				if r.Lease == "" {
 					return nil, fmt.Errorf("rule %d: %s needs a lease id", i+1, r.Algorithm.Name)
 				}
-				argv = append(argv, r.Lease)
+				dst = append(dst, &r.Lease)
 				continue
 			}
-			argv = append(argv, strconv.FormatInt(v, 10))
+			dst = append(dst, &r.Params[j])
 		}
 	}
-	return argv, nil
+	return dst, nil
 }
 
-// appendCompiled appends the compiled rule r's values to argv: "@<index>", its cost, and
+// keyBefore returns the index of an earlier rule of c with rule i's key, or -1. Calls
+// have a few rules, so it compares; a call of many rules keeps the keys in seen.
+func (c *Call) keyBefore(i int, seen map[string]int) int {
+	if seen == nil {
+		for j := range i {
+			if c.Rules[j].Key == c.Rules[i].Key {
+				return j
+			}
+		}
+		return -1
+	}
+	if j, ok := seen[c.Rules[i].Key]; ok {
+		return j
+	}
+	seen[c.Rules[i].Key] = i
+	return -1
+}
+
+// appendCompiled appends the compiled rule r's values to dst: "@<index>", its cost, and
 // the values at its varying positions. The constants were validated when the script was
 // assembled; a rule whose own values vary is validated whole.
-func (r *Rule) appendCompiled(argv []string) ([]string, error) {
+func (r *Rule) appendCompiled(dst []any) ([]any, error) {
 	c := r.Compiled
 	if r.Algorithm != c.Algorithm || r.Shadow != c.Shadow || len(r.Params) != len(c.Params) {
 		return nil, fmt.Errorf("does not match compiled rule %d (%s)", c.Index, c.Algorithm.Name)
@@ -158,18 +216,22 @@ func (r *Rule) appendCompiled(argv []string) ([]string, error) {
 			return nil, err
 		}
 	}
-	argv = append(argv, "@"+strconv.Itoa(c.Index), strconv.FormatInt(r.Cost, 10))
+	name := c.name
+	if name == nil {
+		name = "@" + strconv.Itoa(c.Index)
+	}
+	dst = append(dst, name, &r.Cost)
 	for _, j := range c.Vary {
 		if c.Algorithm.isLeaseSlot(j) {
 			if r.Lease == "" {
 				return nil, fmt.Errorf("%s needs a lease id", r.Algorithm.Name)
 			}
-			argv = append(argv, r.Lease)
+			dst = append(dst, &r.Lease)
 			continue
 		}
-		argv = append(argv, strconv.FormatInt(r.Params[j], 10))
+		dst = append(dst, &r.Params[j])
 	}
-	return argv, nil
+	return dst, nil
 }
 
 // Reply is the decoded answer of a check call.

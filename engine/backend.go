@@ -51,8 +51,13 @@ type Backend interface {
 // sees either setting.
 type Redis struct {
 	c redis.Scripter
-	// fc runs FCALL and loads libraries; nil when the client cannot (then EVALSHA only).
+	// proc sends every script call as one prepared command; nil for a client without
+	// Process, whose calls go through its Scripter methods.
+	proc processor
+	// fc loads libraries; nil when the client cannot (then EVALSHA only).
 	fc functionClient
+	// ap, when set, carries FCALLs (Pipelined).
+	ap *redis.AutoPipeliner
 	// evalOnly is set once a server answered that it has no FCALL or FUNCTION.
 	evalOnly atomic.Bool
 	// detach: the client ignores context deadlines, so Eval waits for them itself.
@@ -91,7 +96,7 @@ func Pipelined() RedisOption {
 			return
 		}
 		if ap, err := c.AsyncAutoPipeline(); err == nil {
-			r.fc = pipelinedFunctions{standaloneFunctions{c}, ap}
+			r.ap = ap
 		}
 	}
 }
@@ -101,6 +106,7 @@ func Pipelined() RedisOption {
 func NewRedis(c redis.Scripter, opts ...RedisOption) *Redis {
 	honours, retries := clientSettings(c)
 	r := &Redis{c: c, fc: functionsOf(c), detach: !honours, retries: retries}
+	r.proc, _ = c.(processor)
 	for _, o := range opts {
 		o(r)
 	}
@@ -112,6 +118,12 @@ func NewRedis(c redis.Scripter, opts ...RedisOption) *Redis {
 type functionClient interface {
 	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
 	loadOn(ctx context.Context, key, library string) error
+}
+
+// processor is a client that runs a prepared command, routed by its first key (every
+// go-redis client is one).
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
 // functionsOf returns c's functionClient: a standalone client loads on its server, a
@@ -131,28 +143,6 @@ type standaloneFunctions struct{ *redis.Client }
 
 func (c standaloneFunctions) loadOn(ctx context.Context, _, library string) error {
 	return c.FunctionLoadReplace(ctx, library).Err()
-}
-
-// pipelinedFunctions sends FCALL through an asynchronous autopipeline, waiting for the
-// answer no longer than the caller's context.
-type pipelinedFunctions struct {
-	standaloneFunctions
-	ap *redis.AutoPipeliner
-}
-
-func (c pipelinedFunctions) FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd {
-	a := make([]any, 0, 3+len(keys)+len(args))
-	a = append(a, "fcall", function, len(keys))
-	for _, k := range keys {
-		a = append(a, k)
-	}
-	cmd := redis.NewCmd(ctx, append(a, args...)...)
-	if err := c.ap.Submit(ctx, cmd).WaitContext(ctx); err != nil && ctx.Err() != nil {
-		abandoned := redis.NewCmd(ctx)
-		abandoned.SetErr(ctx.Err())
-		return abandoned
-	}
-	return cmd
 }
 
 type clusterFunctions struct{ *redis.ClusterClient }
@@ -189,6 +179,46 @@ func (r *Redis) Eval(ctx context.Context, s *algorithms.Script, keys, argv []str
 		return r.eval(ctx, s, keys, argv)
 	}
 	return r.bounded(ctx, func() (any, error) { return r.eval(ctx, s, keys, argv) })
+}
+
+// scriptArgs are a script's names as command arguments, converted to interfaces once
+// per plan rather than on every call.
+type scriptArgs struct {
+	function, sha1, source any
+}
+
+func argsOf(s *algorithms.Script) scriptArgs {
+	return scriptArgs{function: s.Function, sha1: s.SHA1, source: s.Source}
+}
+
+// call runs c, whose ARGV the caller has appended to args after three free values and
+// c's keys (see prepare), the engine's path: one argument slice per call, no strings
+// formatted or copied.
+func (r *Redis) call(ctx context.Context, s *algorithms.Script, sa scriptArgs, c *algorithms.Call, args []any) (any, error) {
+	if r.proc == nil {
+		argv, err := c.Argv()
+		if err != nil {
+			return nil, err
+		}
+		return r.Eval(ctx, s, c.Keys(), argv)
+	}
+	if !r.detach {
+		return r.run(ctx, s, sa, c.Rules[0].Key, args)
+	}
+	return r.bounded(ctx, func() (any, error) { return r.run(ctx, s, sa, c.Rules[0].Key, args) })
+}
+
+// prepare returns a slice for a call's command with c's keys at their places: the
+// command, function and key count go first (run sets them), then the keys, then room
+// for the ARGV.
+func prepare(c *algorithms.Call) []any {
+	n := len(c.Rules)
+	args := make([]any, 3+n, 3+n+6+5*n)
+	args[2] = int64(n)
+	for i := range c.Rules {
+		args[3+i] = &c.Rules[i].Key
+	}
+	return args
 }
 
 // bounded runs f, a call on the client with ctx, and returns when it does or, for a client
@@ -243,6 +273,74 @@ func box(argv []string) []any {
 }
 
 func (r *Redis) eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
+	if r.proc == nil {
+		return r.evalScripter(ctx, s, keys, argv)
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("rlctl: a script call needs a key")
+	}
+	args := make([]any, 3+len(keys), 3+len(keys)+len(argv))
+	args[2] = int64(len(keys))
+	for i, k := range keys {
+		args[3+i] = k
+	}
+	for _, a := range argv {
+		if v, ok := boxed[a]; ok {
+			args = append(args, v)
+		} else {
+			args = append(args, a)
+		}
+	}
+	return r.run(ctx, s, argsOf(s), keys[0], args)
+}
+
+// run sends the script call args (see prepare) whose first key is key: FCALL when the
+// server runs functions, loading the library where it is missing, else EVALSHA, sending
+// the script with EVAL where the server does not hold it.
+func (r *Redis) run(ctx context.Context, s *algorithms.Script, sa scriptArgs, key string, args []any) (any, error) {
+	if r.fc != nil && !r.evalOnly.Load() {
+		args[0], args[1] = "fcall", sa.function
+		v, err := r.send(ctx, args, r.ap)
+		if isFunctionNotFound(err) {
+			r.loads.Add(1)
+			if err = r.fc.loadOn(ctx, key, s.Library); err == nil {
+				return r.send(ctx, args, r.ap)
+			}
+		}
+		if !noFunctions(err) {
+			return v, err
+		}
+		r.evalOnly.Store(true)
+	}
+	args[0], args[1] = "evalsha", sa.sha1
+	v, err := r.send(ctx, args, nil)
+	if err == nil || !isNoScript(err) {
+		return v, err
+	}
+	r.loads.Add(1)
+	args[0], args[1] = "eval", sa.source
+	return r.send(ctx, args, nil)
+}
+
+// send runs one command, through ap when it is set, waiting for the answer no longer than
+// ctx: a command still queued when ctx ends is the pipeline's to send, and the server
+// refuses it as past its deadline.
+func (r *Redis) send(ctx context.Context, args []any, ap *redis.AutoPipeliner) (any, error) {
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetFirstKeyPos(3)
+	if ap != nil {
+		if err := ap.Submit(ctx, cmd).WaitContext(ctx); err != nil && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return cmd.Result()
+	}
+	_ = r.proc.Process(ctx, cmd)
+	return cmd.Result()
+}
+
+// evalScripter runs the call through the client's Scripter methods, for a client that
+// cannot run a prepared command.
+func (r *Redis) evalScripter(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
 	args := box(argv)
 	if r.fc != nil && !r.evalOnly.Load() && len(keys) > 0 {
 		v, err := r.fc.FCall(ctx, s.Function, keys, args...).Result()

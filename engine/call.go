@@ -234,11 +234,21 @@ func (e *Engine) breakerFor(ctx context.Context, c *algorithms.Call) *breaker {
 // exec sends c to b and decodes the reply. A reply that does not decode is an
 // algorithms.ErrReply error.
 func (e *Engine) exec(ctx context.Context, b Backend, c *algorithms.Call) (algorithms.Reply, error) {
-	argv, err := c.Argv()
-	if err != nil {
-		return algorithms.Reply{}, fmt.Errorf("%w: %v", ErrRequest, err)
+	var v any
+	var err error
+	if r, ok := b.(*Redis); ok && len(c.Rules) > 0 {
+		args, aerr := c.AppendArgs(prepare(c))
+		if aerr != nil {
+			return algorithms.Reply{}, fmt.Errorf("%w: %v", ErrRequest, aerr)
+		}
+		v, err = r.call(ctx, e.plan.script, e.plan.scriptArgs, c, args)
+	} else {
+		argv, aerr := c.Argv()
+		if aerr != nil {
+			return algorithms.Reply{}, fmt.Errorf("%w: %v", ErrRequest, aerr)
+		}
+		v, err = b.Eval(ctx, e.plan.script, c.Keys(), argv)
 	}
-	v, err := b.Eval(ctx, e.plan.script, c.Keys(), argv)
 	if l, ok := b.(*Local); ok && e.hooks.Evicted != nil {
 		if n := l.evicted(); n > 0 {
 			e.hooks.Evicted(n)

@@ -13,8 +13,10 @@ import (
 // into it, and the policies in the order requests are matched against them. A Plan is
 // immutable and safe for concurrent use.
 type Plan struct {
-	script   *algorithms.Script
-	policies []*dsl.Policy
+	script *algorithms.Script
+	// scriptArgs are script's names as command arguments (see Redis.call).
+	scriptArgs scriptArgs
+	policies   []*dsl.Policy
 	// compiled is each rule's compiled form in script.
 	compiled map[*dsl.Rule]*algorithms.Compiled
 	// windows holds RuleResult.Window of the rules whose parameters are constant, so a
@@ -43,7 +45,7 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	p := &Plan{script: s, policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, windows: map[*dsl.Rule]time.Duration{}}
+	p := &Plan{script: s, scriptArgs: argsOf(s), policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, windows: map[*dsl.Rule]time.Duration{}}
 	for i, r := range of {
 		p.compiled[r] = s.Rules[i]
 		if w, ok := constWire(r); ok {
