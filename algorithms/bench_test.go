@@ -3,6 +3,7 @@ package algorithms
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,8 +67,29 @@ func BenchmarkLuahost(b *testing.B) {
 	pick := func(name string) *Algorithm { a, _ := s.Algorithm(name); return a }
 	stacks = append(stacks, stack{"stack3", []*Algorithm{pick("gcra"), pick("token_bucket"), pick("sliding_window")}})
 	for _, st := range stacks {
-		for _, form := range benchForms {
+		// The stack's rules compiled into a script, as engine.Compile writes a plan's:
+		// calls name them and send their cost (and a lease) only.
+		var compiled []*Compiled
+		for _, a := range st.algs {
+			c := &Compiled{Algorithm: a, Params: benchParams[a.Name]}
+			for j := range a.WireLen() {
+				if a.isLeaseSlot(j) {
+					c.Vary = append(c.Vary, j)
+				}
+			}
+			compiled = append(compiled, c)
+		}
+		cs, err := Assemble(builtin, compiled...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		forms := append(slices.Clone(benchForms), benchForm{name: "fcall-compiled", load: benchForms[1].load, call: benchForms[1].call})
+		for _, form := range forms {
 			b.Run(st.name+"/"+form.name, func(b *testing.B) {
+				s := s
+				if form.name == "fcall-compiled" {
+					s = cs
+				}
 				clock := luahost.NewManualClock(time.Unix(1_800_000_000, 0))
 				h := luahost.New(luahost.WithClock(clock), luahost.WithCommands(s.Commands()...))
 				if err := form.load(h, s); err != nil {
@@ -78,9 +100,13 @@ func BenchmarkLuahost(b *testing.B) {
 				for i := range argvs {
 					c := Call{Op: OpCheck, Now: ServerTime}
 					for r, a := range st.algs {
-						c.Rules = append(c.Rules, Rule{
+						rule := Rule{
 							Key: fmt.Sprintf("bench:%d:%d", r, i), Algorithm: a, Cost: 1, Params: benchParams[a.Name], Lease: "l",
-						})
+						}
+						if s == cs {
+							rule.Compiled = cs.Rules[r]
+						}
+						c.Rules = append(c.Rules, rule)
 					}
 					argv, err := c.Argv()
 					if err != nil {

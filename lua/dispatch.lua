@@ -138,6 +138,24 @@ local function rule_at(ARGV, r, a, loaded)
   return check, commit, refund, cost, shadow, p, a + width + m
 end
 
+-- one runs op on a call of one rule, parsed.
+local function one(key, op, now, server_now, check, commit, refund, cost, shadow, p)
+  if op == 'refund' then
+    if refund and cost > 0 then
+      refund(key, now, cost, p)
+    end
+    return {1, 0, now, server_now}
+  end
+  local ok, remaining, retry, reset, limit, write = check(key, now, cost, p)
+  if ok == 0 and not shadow then
+    return {0, 1, now, server_now, ok, remaining, retry, reset, limit}
+  end
+  if write and cost > 0 then
+    commit(key, write)
+  end
+  return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
+end
+
 local function main(KEYS, ARGV)
   call = redis.call
   TTL_SLACK = 0
@@ -190,32 +208,28 @@ local function main(KEYS, ARGV)
   -- Parse every rule before touching any key. Rule r lives at rs[6r-5 .. 6r]: its check,
   -- commit and refund functions, cost, shadow flag and parameters. Flat arrays keep a
   -- call's allocations low; a call of one rule, the common case, needs none of them.
-  local loaded = {}
   if n == 1 then
-    local check, commit, refund, cost, shadow, p, a = rule_at(ARGV, 1, 7, loaded)
+    -- A compiled rule whose record is complete (a built-in's, nothing varying per
+    -- request, validated on its first call) is found in one lookup, under FCALL where
+    -- the records outlive a call.
+    local c = compiled[ARGV[7]]
+    if c and c[12] and #ARGV == 8 then
+      local cost = int_arg(ARGV[8], 0)
+      if cost ~= nil then
+        return one(KEYS[1], op, now, server_now, c[9], c[10], c[11], cost, c[2], c[3])
+      end
+    end
+    local check, commit, refund, cost, shadow, p, a = rule_at(ARGV, 1, 7, {})
     if check == nil then
       return redis.error_reply('RLCTL ' .. commit)
     end
     if a - 1 ~= #ARGV then
       return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
     end
-    local key = KEYS[1]
-    if op == 'refund' then
-      if refund and cost > 0 then
-        refund(key, now, cost, p)
-      end
-      return {1, 0, now, server_now}
-    end
-    local ok, remaining, retry, reset, limit, write = check(key, now, cost, p)
-    if ok == 0 and not shadow then
-      return {0, 1, now, server_now, ok, remaining, retry, reset, limit}
-    end
-    if write and cost > 0 then
-      commit(key, write)
-    end
-    return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
+    return one(KEYS[1], op, now, server_now, check, commit, refund, cost, shadow, p)
   end
 
+  local loaded = {}
   local rs = {}
   local a = 7
   for r = 1, n do
