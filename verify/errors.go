@@ -56,12 +56,12 @@ func locatedScript(s *algorithms.Script, cfg *dsl.Config) *algorithms.Script {
 	return s.WithFiles(pluginFiles(cfg))
 }
 
-// scriptSuffix is what Redis 7 and luahost append to a script's error: the script's SHA1
-// and the line again.
-var scriptSuffix = regexp.MustCompile(` ?script: [0-9a-f]{40}, on @[^ ]+:\d+\.$`)
+// scriptSuffix is what Redis 7 and luahost append to a script's error: the script's SHA1,
+// or the function's name for the library form, and the line again.
+var scriptSuffix = regexp.MustCompile(` ?script: (?:[0-9a-f]{40}|rlctl_[0-9a-f]{24}), on @[^ ]+:\d+\.$`)
 
 // errorText is err as a finding shows it: the script's lines mapped to their files by
-// s, without Redis's "ERR " code and its " script: <sha>, on @<file>:<line>." suffix:
+// s, without Redis's "ERR " code and its " script: <sha or function>, on @<file>:<line>." suffix:
 // "careless_window.lua:17: cannot perform sub operation between number and nil".
 func errorText(s *algorithms.Script, err error) string {
 	if ce, ok := err.(*callError); ok {

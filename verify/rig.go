@@ -47,7 +47,7 @@ var base = Epoch.UnixMicro()
 func newRig(s *algorithms.Script) (*rig, error) {
 	clock := luahost.NewManualClock(Epoch)
 	h := newHost(clock, s.Commands())
-	if _, err := h.Load(s.Source); err != nil {
+	if _, err := h.FunctionLoad(s.Library, true); err != nil {
 		return nil, fmt.Errorf("verify: loading the engine script: %w", err)
 	}
 	return &rig{script: s, clock: clock, h: h, base: base}, nil
@@ -81,7 +81,7 @@ func (g *rig) do(t, skew int64, c *algorithms.Call) (algorithms.Reply, error) {
 		return algorithms.Reply{}, err
 	}
 	g.calls++
-	v, err := g.h.EvalSHA(context.Background(), g.script.SHA1, c.Keys(), argv)
+	v, err := g.h.FCall(context.Background(), g.script.Function, c.Keys(), argv)
 	if g.tick != nil {
 		g.tick()
 	}
