@@ -54,7 +54,16 @@ end
 -- call finds everything in one table lookup.
 local function rule_at(ARGV, r, a, loaded)
   local name = ARGV[a]
-  local c, kinds, validate, check, commit, refund
+  -- A complete record (see main) is the whole rule but its cost.
+  local c = compiled[name]
+  if c and c[12] then
+    local cost = int_arg(ARGV[a + 1], 0)
+    if cost == nil then
+      return nil, 'rule ' .. r .. ': bad cost or flags'
+    end
+    return c[9], c[10], c[11], cost, c[2], c[3], a + 2
+  end
+  local kinds, validate, check, commit, refund
   if type(name) == 'string' and string.byte(name) == 64 then
     c = compiled_rule(name)
     if c == nil then
@@ -156,6 +165,11 @@ local function one(key, op, now, server_now, check, commit, refund, cost, shadow
   return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
 end
 
+-- replicate: redis.replicate_commands has not been called yet in this run of the script's
+-- text. Under EVAL the text runs afresh on every call; a library (FUNCTION LOAD: Redis 7,
+-- which replicates effects anyway) calls it once.
+local replicate = true
+
 local function main(KEYS, ARGV)
   call = redis.call
   TTL_SLACK = 0
@@ -169,8 +183,11 @@ local function main(KEYS, ARGV)
 
   -- The server clock is read once, before any write (scripts that read TIME must replicate
   -- their effects, which Redis >= 5 does by default and older servers do on request).
-  if redis.replicate_commands then
-    redis.replicate_commands()
+  if replicate then
+    replicate = false
+    if redis.replicate_commands then
+      redis.replicate_commands()
+    end
   end
   local t = call('TIME')
   local server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -182,8 +199,8 @@ local function main(KEYS, ARGV)
     end
   end
   if ARGV[4] ~= '' then
-    local deadline = int_arg(ARGV[4], 0)
-    if deadline == nil then
+    local deadline = tonumber(ARGV[4])
+    if deadline == nil or deadline % 1 ~= 0 or deadline < 0 or deadline > MAX_INT then
       return redis.error_reply('RLCTL bad deadline ' .. tostring(ARGV[4]))
     end
     if server_now > deadline then
@@ -200,7 +217,10 @@ local function main(KEYS, ARGV)
     end
   end
 
-  local n = int_arg(ARGV[6], 0)
+  local n = 1
+  if ARGV[6] ~= '1' then
+    n = int_arg(ARGV[6], 0)
+  end
   if n == nil or n ~= #KEYS then
     return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[6]) .. ' does not match ' .. #KEYS .. ' keys')
   end

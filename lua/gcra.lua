@@ -44,37 +44,64 @@ local function delay(key, now, rate)
   return (t - now) * rate + r, true
 end
 
--- store writes the TAT now + d/rate (d scaled by rate) to live until it has passed.
-local function store(key, now, d, rate)
-  local whole = idiv(d, rate)
-  local r = d - whole * rate
-  local v = now + whole
-  if r ~= 0 then
-    v = string.format('%.0f:%.0f', v, r)
+-- whole returns rate and period with T = period / rate kept: (1, T) when T is a whole
+-- number of microseconds, so that D needs no scaling and no division by rate; else as
+-- given. Both describe the same cells exactly.
+local function whole(rate, period)
+  if rate ~= 1 and period % rate == 0 then
+    return 1, period / rate
   end
-  set_us(key, v, cdiv(d, rate))
+  return rate, period
+end
+
+-- store writes the TAT now + d/rate (d scaled by rate) to live ttl microseconds, until it
+-- has passed (ttl = ceil(d / rate)).
+local function store(key, now, d, rate, ttl)
+  local v = now + d
+  if rate ~= 1 then
+    local w = idiv(d, rate)
+    local r = d - w * rate
+    v = now + w
+    if r ~= 0 then
+      v = string.format('%.0f:%.0f', v, r)
+    end
+  end
+  set_us(key, v, ttl)
 end
 
 function check(key, now, cost, p)
-  local rate, period, burst = p[1], p[2], p[3]
+  local rate, period = whole(p[1], p[2])
+  local burst = p[3]
   local d = delay(key, now, rate)
   local cap = burst * period
+  local reset = d
+  if rate ~= 1 then
+    reset = cdiv(d, rate)
+  end
   if cost > burst then
-    return 0, nonneg(idiv(cap - d, period)), -1, cdiv(d, rate), burst
+    return 0, nonneg(idiv(cap - d, period)), -1, reset, burst
   end
   local d2 = d + cost * period
   if d2 <= cap then
-    return 1, idiv(cap - d2, period), 0, cdiv(d2, rate), burst, {now, d2, rate}
+    reset = d2
+    if rate ~= 1 then
+      reset = cdiv(d2, rate)
+    end
+    return 1, idiv(cap - d2, period), 0, reset, burst, {now, d2, rate, reset}
   end
-  return 0, nonneg(idiv(cap - d, period)), cdiv(d2 - cap, rate), cdiv(d, rate), burst
+  local retry = d2 - cap
+  if rate ~= 1 then
+    retry = cdiv(retry, rate)
+  end
+  return 0, nonneg(idiv(cap - d, period)), retry, reset, burst
 end
 
 function commit(key, w)
-  store(key, w[1], w[2], w[3])
+  store(key, w[1], w[2], w[3], w[4])
 end
 
 function refund(key, now, cost, p)
-  local rate, period = p[1], p[2]
+  local rate, period = whole(p[1], p[2])
   local d, live = delay(key, now, rate)
   if not live then
     return
@@ -84,5 +111,9 @@ function refund(key, now, cost, p)
     call('DEL', key)
     return
   end
-  store(key, now, d, rate)
+  local ttl = d
+  if rate ~= 1 then
+    ttl = cdiv(d, rate)
+  end
+  store(key, now, d, rate, ttl)
 end

@@ -70,12 +70,30 @@ end
 -- be (ARGV[5]): a caller whose clock runs behind sees the state as meaning something that
 -- much longer, so the key must live that much longer too.
 local TTL_SLACK = 0
+
+-- ttl_ms is the PEXPIRE / PX argument that makes a key outlive the next us microseconds:
+-- cdiv(nonneg(us) + TTL_SLACK, 1000) + 1, written out (a TTL is set on most calls).
+local function ttl_ms(us)
+  if us < 0 then
+    us = 0
+  end
+  local x = us + TTL_SLACK + 999
+  local q = x / 1000
+  q = q - q % 1
+  if q * 1000 > x then
+    q = q - 1
+  elseif (q + 1) * 1000 <= x then
+    q = q + 1
+  end
+  return q + 1
+end
+
 local function expire_us(key, us)
-  call('PEXPIRE', key, cdiv(nonneg(us) + TTL_SLACK, 1000) + 1)
+  call('PEXPIRE', key, ttl_ms(us))
 end
 
 -- set_us sets the string key to value and makes it outlive the next us microseconds, as
 -- expire_us does, in one SET … PX.
 local function set_us(key, value, us)
-  call('SET', key, value, 'PX', cdiv(nonneg(us) + TTL_SLACK, 1000) + 1)
+  call('SET', key, value, 'PX', ttl_ms(us))
 end

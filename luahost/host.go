@@ -392,6 +392,16 @@ func (h *Host) watch(ctx context.Context) bool {
 	return watch
 }
 
+// Steps reports how many Lua instructions the host's last script call ran (EVAL, EVALSHA
+// or FCALL), a measure of a script's work that no machine's speed changes. Instructions
+// are counted on a host with an instruction limit (WithInstructionLimit); elsewhere it
+// reports 0.
+func (h *Host) Steps() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.run.dl.steps
+}
+
 func (h *Host) unwatch(watch bool) {
 	if watch {
 		h.vm.L.RemoveContext()
