@@ -279,11 +279,25 @@ func (v *vm) luaPcall(L *lua.LState) int {
 	return n
 }
 
+// coroutineRegistrySize is the value stack a coroutine starts with; it grows as the main
+// state's does (registryGrowStep, up to registryMaxSize). A coroutine with the main
+// state's initial size would allocate 64 KB whatever it runs.
+const coroutineRegistrySize = 128
+
+// smallThread runs create, gopher-lua's coroutine.create or wrap, so that the new thread
+// starts with coroutineRegistrySize slots.
+func smallThread(L *lua.LState, create lua.LGFunction) int {
+	size := L.Options.RegistrySize
+	L.Options.RegistrySize = coroutineRegistrySize
+	defer func() { L.Options.RegistrySize = size }()
+	return create(L)
+}
+
 // luaCoCreate and luaCoWrap put new coroutines under the running script's
 // deadline: gopher-lua derives a coroutine's context with
 // context.WithCancel, which cannot see the host's deadline.
 func (v *vm) luaCoCreate(L *lua.LState) int {
-	n := v.coCreate(L)
+	n := smallThread(L, v.coCreate)
 	if th, ok := L.Get(-1).(*lua.LState); ok {
 		v.underDeadline(L, th)
 	}
@@ -291,7 +305,7 @@ func (v *vm) luaCoCreate(L *lua.LState) int {
 }
 
 func (v *vm) luaCoWrap(L *lua.LState) int {
-	n := v.coWrap(L)
+	n := smallThread(L, v.coWrap)
 	if fn, ok := L.Get(-1).(*lua.LFunction); ok && len(fn.Upvalues) > 0 {
 		if th, ok := fn.Upvalues[0].Value().(*lua.LState); ok {
 			v.underDeadline(L, th)

@@ -308,6 +308,8 @@ var scriptCases = []scriptCase{
 	{name: "loadstring syntax error", src: `local f, e = loadstring("x = = 1") return {tostring(f), type(e)}`},
 	{name: "coroutine", src: `local co = coroutine.create(function(a) local b = coroutine.yield(a + 1) return b * 2 end) local _, x = coroutine.resume(co, 1) local _, y = coroutine.resume(co, 10) return {x, y, coroutine.status(co)}`},
 	{name: "coroutine wrap", src: `local f = coroutine.wrap(function() coroutine.yield(1) coroutine.yield(2) end) return {f(), f()}`},
+	// A coroutine's value stack starts small and grows: deep calls and a large unpack.
+	{name: "coroutine deep", src: `local function depth(n) if n == 0 then return 0 end local a, b, c = n, n, n return a + depth(n - 1) end local t = {} for i = 1, 2000 do t[i] = i end local co = coroutine.create(function() local s = 0 for _, v in ipairs({unpack(t)}) do s = s + v end coroutine.yield(depth(3000)) return s end) local _, x = coroutine.resume(co) local _, y = coroutine.resume(co) return {x, y}`},
 
 	// Numbers and strings as Lua 5.1 converts them.
 	{name: "tostring numbers", src: `return {tostring(0.1), tostring(1/3), tostring(1e15), tostring(1e14), tostring(123456789012345), tostring(2^63), tostring(-0.0), tostring(12345678901234567), tostring(1e100), tostring(5e-324), tostring(0.30000000000000004), tostring(100), tostring(-7)}`},

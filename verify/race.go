@@ -26,24 +26,30 @@ import (
 // running client yields, and logs the commands in the order they run.
 const harnessPrelude = `
 -- verify harness: every Redis command is a scheduling point.
-local harness_call, harness_pcall = redis.call, redis.pcall
+local harness_call, harness_pcall
 local harness_log, harness_client = {}, 0
 call = function(...)
   coroutine.yield()
   harness_log[#harness_log + 1] = harness_client .. ' ' .. select(1, ...)
   return harness_call(...)
 end
-local redis = setmetatable({
+-- harness_redis returns the global redis: the server's, at call time.
+local harness_redis = function() return redis end
+-- The algorithms' redis: call and pcall yield first, the rest is the server's (harness_main
+-- sets the fallback at call time: the library's code runs before it has one).
+local redis = {
   call = call,
   pcall = function(...)
     coroutine.yield()
     harness_log[#harness_log + 1] = harness_client .. ' ' .. select(1, ...)
     return harness_pcall(...)
   end,
-}, {__index = redis})
+}
 `
 
-// harnessMain replaces the dispatcher.
+// harnessMain replaces the dispatcher: it registers harness_main as the function
+// rlctl_harness of the harness's library, loaded once per host (FUNCTION LOAD), so the
+// built-in algorithms are instantiated once, not on every call.
 //
 // KEYS: the one key every client uses.
 // ARGV: now_us, n clients, then per client: algorithm, cost, parameters; then the
@@ -53,6 +59,11 @@ local redis = setmetatable({
 // Reply: {{allowed per client (1/0)}, {"<client> <COMMAND>" in execution order}, the
 // client whose call raised an error (0: none), its error}. A client's error ends the run.
 const harnessMain = `
+local function harness_main(KEYS, ARGV)
+local server = harness_redis()
+setmetatable(redis, {__index = server})
+harness_call, harness_pcall = server.call, server.pcall
+harness_log, harness_client = {}, 0
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
 local a = 3
@@ -122,12 +133,14 @@ for i = 1, n do
   end
 end
 return {allowed, harness_log, 0, ''}
+end
+harness_redis().register_function('rlctl_harness', harness_main)
 `
 
 // harness is the command-granularity script of an engine script, with the host it runs
 // on (reused: emptied before each run).
 type harness struct {
-	src, sha string
+	src      string
 	clock    *luahost.ManualClock
 	h        *luahost.Host
 	script   *algorithms.Script
@@ -138,14 +151,18 @@ type harness struct {
 	tick func()
 }
 
-// harnessLine is a line of the harness in an error text.
-var harnessLine = regexp.MustCompile(`\buser_script:(\d+)\b`)
+// harnessLibrary is the first line of the harness's library.
+const harnessLibrary = "#!lua name=rlctl_harness\n"
+
+// harnessLine is a line of the harness in an error text: line 1 is its "#!lua" line.
+var harnessLine = regexp.MustCompile(`\buser_function:(\d+)\b`)
 
 // locate maps the lines an error of the harness names to the engine script's files and
 // lines; the harness's own lines are named as such.
 func (hs *harness) locate(msg string) string {
 	msg = harnessLine.ReplaceAllStringFunc(msg, func(m string) string {
-		n, _ := strconv.Atoi(m[len("user_script:"):])
+		n, _ := strconv.Atoi(m[len("user_function:"):])
+		n-- // the "#!lua" line
 		switch {
 		case n <= hs.from:
 		case n > hs.from+hs.shift && n <= hs.to:
@@ -166,14 +183,14 @@ func newHarness(s *algorithms.Script) (*harness, error) {
 		return nil, errors.New("verify: the engine script does not have the layout the race harness expects")
 	}
 	j += len(end)
-	src := s.Source[:i] + harnessPrelude + s.Source[i:j] + harnessMain
+	src := harnessLibrary + s.Source[:i] + harnessPrelude + s.Source[i:j] + harnessMain
 	hs := &harness{src: src, clock: luahost.NewManualClock(Epoch), script: s}
 	hs.from = 1 + strings.Count(s.Source[:i], "\n")
 	hs.shift = strings.Count(harnessPrelude, "\n")
 	hs.to = 1 + strings.Count(s.Source[:j], "\n") + hs.shift
 	hs.h = newHost(hs.clock, s.Commands())
 	var err error
-	if hs.sha, err = hs.h.Load(src); err != nil {
+	if _, err = hs.h.FunctionLoad(src, true); err != nil {
 		return nil, fmt.Errorf("verify: loading the race harness: %w", err)
 	}
 	return hs, nil
@@ -227,7 +244,7 @@ func (hs *harness) run(sub *subject, at int64, rounds []raceRound) (*raceRun, er
 		for _, s := range rd.schedule {
 			argv = append(argv, strconv.Itoa(s))
 		}
-		v, err := h.EvalSHA(context.Background(), hs.sha, []string{sub.key}, argv)
+		v, err := h.FCall(context.Background(), "rlctl_harness", []string{sub.key}, argv)
 		if hs.tick != nil {
 			hs.tick()
 		}
