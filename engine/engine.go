@@ -395,7 +395,11 @@ type pending struct {
 // collect evaluates the plan for r, request number req of a batch: it appends to out every
 // applicable rule with its key, cost and params.
 func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) ([]pending, error) {
-	var buf []byte
+	if out == nil {
+		out = make([]pending, 0, min(e.plan.rules, 16))
+	}
+	var stack [128]byte // most keys render in it
+	buf := stack[:0]
 	for _, p := range e.plan.policies {
 		if p.Match != nil {
 			ok, err := p.Match.Bool(r)

@@ -22,6 +22,8 @@ type Plan struct {
 	// windows holds RuleResult.Window of the rules whose parameters are constant, so a
 	// decision does not evaluate a guarantee (for a plugin, HCL expressions) per request.
 	windows map[*dsl.Rule]time.Duration
+	// rules is the number of rules of all policies.
+	rules int
 }
 
 // Compile turns a loaded, validated configuration into a Plan: it assembles the engine
@@ -45,7 +47,7 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	p := &Plan{script: s, scriptArgs: argsOf(s), policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, windows: map[*dsl.Rule]time.Duration{}}
+	p := &Plan{script: s, scriptArgs: argsOf(s), policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, windows: map[*dsl.Rule]time.Duration{}, rules: len(of)}
 	for i, r := range of {
 		p.compiled[r] = s.Rules[i]
 		if w, ok := constWire(r); ok {
