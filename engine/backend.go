@@ -273,11 +273,9 @@ func box(argv []string) []any {
 }
 
 func (r *Redis) eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
-	if r.proc == nil {
+	if r.proc == nil || len(keys) == 0 {
+		// A call without keys has no server to route FCALL to: EVALSHA, as ever.
 		return r.evalScripter(ctx, s, keys, argv)
-	}
-	if len(keys) == 0 {
-		return nil, errors.New("rlctl: a script call needs a key")
 	}
 	args := make([]any, 3+len(keys), 3+len(keys)+len(argv))
 	args[2] = int64(len(keys))
