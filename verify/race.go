@@ -140,10 +140,9 @@ harness_redis().register_function('rlctl_harness', harness_main)
 // harness is the command-granularity script of an engine script, with the host it runs
 // on (reused: emptied before each run).
 type harness struct {
-	src      string
-	clock    *luahost.ManualClock
-	h        *luahost.Host
-	script   *algorithms.Script
+	clock  *luahost.ManualClock
+	h      *luahost.Host
+	script *algorithms.Script
 	// The harness's lines after `from` are the engine script's, `shift` lines later, up
 	// to `to` (the harness's own main after it).
 	from, shift, to int
@@ -184,7 +183,7 @@ func newHarness(s *algorithms.Script) (*harness, error) {
 	}
 	j += len(end)
 	src := harnessLibrary + s.Source[:i] + harnessPrelude + s.Source[i:j] + harnessMain
-	hs := &harness{src: src, clock: luahost.NewManualClock(Epoch), script: s}
+	hs := &harness{clock: luahost.NewManualClock(Epoch), script: s}
 	hs.from = 1 + strings.Count(s.Source[:i], "\n")
 	hs.shift = strings.Count(harnessPrelude, "\n")
 	hs.to = 1 + strings.Count(s.Source[:j], "\n") + hs.shift
