@@ -52,7 +52,7 @@ type Backend interface {
 type Redis struct {
 	c redis.Scripter
 	// proc sends every script call as one prepared command; nil for a client without
-	// Process, whose calls go through its Scripter methods.
+	// Process, whose calls go through its Scripter methods (script).
 	proc processor
 	// fc loads libraries; nil when the client cannot (then EVALSHA only).
 	fc functionClient
@@ -195,13 +195,6 @@ func argsOf(s *algorithms.Script) scriptArgs {
 // c's keys (see prepare), the engine's path: one argument slice per call, no strings
 // formatted or copied.
 func (r *Redis) call(ctx context.Context, s *algorithms.Script, sa scriptArgs, c *algorithms.Call, args []any) (any, error) {
-	if r.proc == nil {
-		argv, err := c.Argv()
-		if err != nil {
-			return nil, err
-		}
-		return r.Eval(ctx, s, c.Keys(), argv)
-	}
 	if !r.detach {
 		return r.run(ctx, s, sa, c.Rules[0].Key, args)
 	}
@@ -259,24 +252,7 @@ var boxed = func() map[string]any {
 	return m
 }()
 
-// box converts argv to the arguments go-redis takes, from boxed where it can.
-func box(argv []string) []any {
-	args := make([]any, len(argv))
-	for i, a := range argv {
-		if v, ok := boxed[a]; ok {
-			args[i] = v
-		} else {
-			args[i] = a
-		}
-	}
-	return args
-}
-
 func (r *Redis) eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
-	if r.proc == nil || len(keys) == 0 {
-		// A call without keys has no server to route FCALL to: EVALSHA, as ever.
-		return r.evalScripter(ctx, s, keys, argv)
-	}
 	args := make([]any, 3+len(keys), 3+len(keys)+len(argv))
 	args[2] = int64(len(keys))
 	for i, k := range keys {
@@ -289,14 +265,19 @@ func (r *Redis) eval(ctx context.Context, s *algorithms.Script, keys, argv []str
 			args = append(args, a)
 		}
 	}
-	return r.run(ctx, s, argsOf(s), keys[0], args)
+	key := ""
+	if len(keys) > 0 {
+		key = keys[0]
+	}
+	return r.run(ctx, s, argsOf(s), key, args)
 }
 
 // run sends the script call args (see prepare) whose first key is key: FCALL when the
 // server runs functions, loading the library where it is missing, else EVALSHA, sending
-// the script with EVAL where the server does not hold it.
+// the script with EVAL where the server does not hold it. A call without keys has no
+// server to route an FCALL to: it runs with EVALSHA.
 func (r *Redis) run(ctx context.Context, s *algorithms.Script, sa scriptArgs, key string, args []any) (any, error) {
-	if r.fc != nil && !r.evalOnly.Load() {
+	if r.fc != nil && !r.evalOnly.Load() && args[2] != int64(0) {
 		args[0], args[1] = "fcall", sa.function
 		v, err := r.send(ctx, args, r.ap)
 		if isFunctionNotFound(err) {
@@ -324,6 +305,9 @@ func (r *Redis) run(ctx context.Context, s *algorithms.Script, sa scriptArgs, ke
 // ctx: a command still queued when ctx ends is the pipeline's to send, and the server
 // refuses it as past its deadline.
 func (r *Redis) send(ctx context.Context, args []any, ap *redis.AutoPipeliner) (any, error) {
+	if r.proc == nil {
+		return r.script(ctx, args)
+	}
 	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	if ap != nil {
@@ -336,29 +320,24 @@ func (r *Redis) send(ctx context.Context, args []any, ap *redis.AutoPipeliner) (
 	return cmd.Result()
 }
 
-// evalScripter runs the call through the client's Scripter methods, for a client that
-// cannot run a prepared command.
-func (r *Redis) evalScripter(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
-	args := box(argv)
-	if r.fc != nil && !r.evalOnly.Load() && len(keys) > 0 {
-		v, err := r.fc.FCall(ctx, s.Function, keys, args...).Result()
-		if isFunctionNotFound(err) {
-			r.loads.Add(1)
-			if err = r.fc.loadOn(ctx, keys[0], s.Library); err == nil {
-				return r.fc.FCall(ctx, s.Function, keys, args...).Result()
-			}
+// script runs the command args on a client that cannot run a prepared one, through its
+// Scripter methods. Such a client has no FCALL (functionsOf), so args is an EVALSHA or
+// EVAL.
+func (r *Redis) script(ctx context.Context, args []any) (any, error) {
+	n := int(args[2].(int64))
+	keys := make([]string, n)
+	for i := range keys {
+		switch k := args[3+i].(type) {
+		case string:
+			keys[i] = k
+		case *string:
+			keys[i] = *k
 		}
-		if !noFunctions(err) {
-			return v, err
-		}
-		r.evalOnly.Store(true)
 	}
-	v, err := r.c.EvalSha(ctx, s.SHA1, keys, args...).Result()
-	if err == nil || !isNoScript(err) {
-		return v, err
+	if args[0] == "eval" {
+		return r.c.Eval(ctx, args[1].(string), keys, args[3+n:]...).Result()
 	}
-	r.loads.Add(1)
-	return r.c.Eval(ctx, s.Source, keys, args...).Result()
+	return r.c.EvalSha(ctx, args[1].(string), keys, args[3+n:]...).Result()
 }
 
 // Del implements Backend. On a cluster, keys of different slots are deleted one by one.

@@ -52,6 +52,43 @@ func evalCall(t *testing.T, b Backend, c *algorithms.Call) algorithms.Reply {
 	return r
 }
 
+// scripterOnly is a client with only redis.Scripter's methods (no Process), as a wrapper
+// or a client library of one's own may be.
+type scripterOnly struct{ redis.Scripter }
+
+// TestScripterOnlyClient: a client without Process runs the engine's calls through its
+// Scripter methods, EVALSHA and, after SCRIPT FLUSH, EVAL, with the keys and arguments the
+// engine prepares.
+func TestScripterOnlyClient(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	e := New(NewRedis(scripterOnly{rdb}), compile(t, `policy "p" {
+  rule "r" {
+    algorithm = "fixed_window"
+    key       = request.user
+    limit     = 3
+    window    = "1h"
+  }
+}`), WithTimeout(time.Minute))
+	ctx := context.Background()
+	for i := range 4 {
+		if i == 2 {
+			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, err := e.Allow(ctx, Attrs{"user": "u"})
+		if err != nil || d.Source != FromBackend {
+			t.Fatalf("call %d: %+v %v", i+1, d, err)
+		}
+		if d.Allowed != (i < 3) || d.Rules[0].Remaining != int64(max(0, 2-i)) {
+			t.Fatalf("call %d: allowed %v, remaining %d", i+1, d.Allowed, d.Rules[0].Remaining)
+		}
+	}
+	if n, err := rdb.Exists(ctx, "rl:p:r:u").Result(); err != nil || n != 1 {
+		t.Fatalf("the rule's key rl:p:r:u: exists %d %v", n, err)
+	}
+}
+
 // TestRedisReloadsAfterScriptFlush: on a client that runs EVALSHA, the first call loads
 // the script (NOSCRIPT on a fresh server), and after SCRIPT FLUSH the next call still
 // succeeds.
