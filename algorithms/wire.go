@@ -68,7 +68,8 @@ func (c *Call) Keys() []string {
 // Argv returns the call's ARGV. It checks what the script would reject, so a malformed
 // call fails here with a Go error instead of as an error reply.
 func (c *Call) Argv() ([]string, error) {
-	args, err := c.AppendArgs(make([]any, 0, 6+len(c.Rules)*6))
+	var buf [24]any // a call of up to three rules appends in place
+	args, err := c.AppendArgs(buf[:0])
 	if err != nil {
 		return nil, err
 	}
