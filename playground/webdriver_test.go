@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/rlctl/rlctl/internal/syncbuf"
 	"io"
 	"net"
 	"net/http"
@@ -94,24 +95,6 @@ func (w *lineWatch) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// lockedBuffer collects a process's output for a failure message.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // startBrowser starts chromedriver on a loopback port and a headless Chromium session in
 // it, both stopped at the test's cleanup.
 func startBrowser(t *testing.T, chromium, chromedriver string) *webDriver {
@@ -122,7 +105,7 @@ func startBrowser(t *testing.T, chromium, chromedriver string) *webDriver {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	started := &lineWatch{want: "started successfully", seen: make(chan struct{})}
 	cmd := exec.Command(chromedriver, "--port="+strconv.Itoa(port), "--allowed-ips=127.0.0.1")
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(&logs, started), &logs

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/rlctl/rlctl/internal/syncbuf"
 	"io"
 	"net/http"
 	"os"
@@ -67,7 +68,7 @@ func playgroundOnce(t *testing.T, args []string) {
 	playgroundReady = func(url string) { ready <- url }
 	playgroundStop = make(chan struct{})
 	defer func() { playgroundReady, playgroundStop = nil, nil }()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	exit := make(chan int, 1)
 	go func() { exit <- run(args, &env{stdout: &out, stderr: &out}) }()
 	select {

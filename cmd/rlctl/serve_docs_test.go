@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/internal/syncbuf"
 )
 
 // TestDocsServe holds docs/serve.md, and the service's blocks of README.md, to the
@@ -92,7 +93,7 @@ func serveWhile(t *testing.T, args []string, f func(web string)) {
 	serveReady = func(_, h string) { ready <- h }
 	serveStop = make(chan struct{})
 	defer func() { serveReady, serveStop = nil, nil }()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	exit := make(chan int, 1)
 	go func() { exit <- run(args, &env{stdout: &logs, stderr: &logs}) }()
 	select {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
@@ -22,25 +20,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer the service's logger and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // metric reads one sample from a Prometheus text exposition: the line that starts with
 // name and its labels exactly as written ({a="x",b="y"}, sorted by label name), or -1.
@@ -103,7 +84,7 @@ func TestServeEndToEnd(t *testing.T) {
 		serveGRPCOptions, serveStop, serveReady, serveReloaded, serveDraining = nil, nil, nil, nil, nil
 	}()
 
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- run([]string{"serve", "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-redis", "redis://" + srv.Addr(), "-timeout", "20s", "-drain", "30s", path},

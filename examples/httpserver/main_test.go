@@ -15,6 +15,7 @@ import (
 
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/internal/syncbuf"
 	"github.com/rlctl/rlctl/luahost"
 )
 
@@ -105,29 +106,11 @@ func TestSetupErrors(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to write from the server goroutine and read here.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRun starts the server on a free port, sends a request and shuts it down.
 func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-policy", policyFile, "-addr", "127.0.0.1:0", "-trusted-proxies", "127.0.0.1/32"}, &stderr)
