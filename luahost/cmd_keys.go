@@ -2,7 +2,6 @@ package luahost
 
 import (
 	"math"
-	"strconv"
 )
 
 func cmdPing(c *cmdCtx, args []string) any {
@@ -25,7 +24,7 @@ func cmdTime(c *cmdCtx, args []string) any {
 	if usec < 0 {
 		sec, usec = sec-1, usec+1e6
 	}
-	return []any{strconv.FormatInt(sec, 10), strconv.FormatInt(usec, 10)}
+	return timeReply{sec, usec}
 }
 
 func cmdDel(c *cmdCtx, args []string) any {

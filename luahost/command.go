@@ -9,8 +9,13 @@ import (
 // callers get it as a plain string, as go-redis returns it.
 type statusReply string
 
+// timeReply is TIME's reply, the array {seconds, microseconds} of bulk strings, kept as
+// numbers until it is read: a script's TIME formats only the digits that changed since
+// the last (see Host.timeTable).
+type timeReply struct{ sec, usec int64 }
+
 // A command's reply is one of: int64 (integer), string (bulk), nil (nil
-// bulk), statusReply, []any (array of replies) or *ErrorReply.
+// bulk), statusReply, []any (array of replies), timeReply or *ErrorReply.
 
 // cmdCtx is what a command runs against.
 type cmdCtx struct {

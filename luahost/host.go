@@ -92,6 +92,11 @@ type Host struct {
 	loading   *library             // the library FUNCTION LOAD is running, nil otherwise
 
 	run runState
+
+	// timeSec and timeSecText are the seconds of the last TIME a script read, and their
+	// Lua string (nil before the first).
+	timeSec     int64
+	timeSecText lua.LValue
 }
 
 // runState describes the script being run.
@@ -295,6 +300,8 @@ func goReply(r any) (any, error) {
 		return nil, r
 	case statusReply:
 		return string(r), nil
+	case timeReply:
+		return []any{strconv.FormatInt(r.sec, 10), strconv.FormatInt(r.usec, 10)}, nil
 	case []any:
 		for i, e := range r {
 			if s, ok := e.(statusReply); ok {

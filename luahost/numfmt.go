@@ -215,6 +215,14 @@ func scanNumber(s string) numText {
 // numText). It returns the value, the number of bytes consumed (0 when
 // nothing parses) and whether the value over- or underflowed (ERANGE).
 func strtod(s string) (f float64, n int, erange bool) {
+	if f, ok := plainInteger(s); ok {
+		return f, len(s), false
+	}
+	return strtodScan(s)
+}
+
+// strtodScan is strtod for any text.
+func strtodScan(s string) (f float64, n int, erange bool) {
 	t := scanNumber(s)
 	sign := 1.0
 	if t.neg {
@@ -245,6 +253,32 @@ func strtod(s string) (f float64, n int, erange bool) {
 		return sign * v, t.n, true
 	}
 	return sign * v, t.n, false
+}
+
+// plainInteger parses the commonest number text, an optional minus and at most 15 decimal
+// digits and nothing else, which strtod would read exactly to the same double (every such
+// integer is below 2^53). ok is false for any other text.
+func plainInteger(s string) (f float64, ok bool) {
+	digits := s
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 {
+		return 0, false
+	}
+	var v int64
+	for i := 0; i < len(digits); i++ {
+		d := digits[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		v = v*10 + int64(d)
+	}
+	f = float64(v)
+	if len(digits) < len(s) {
+		f = -f
+	}
+	return f, true
 }
 
 // parseFloat parses s as Redis's string2d does (ZADD scores, increments):

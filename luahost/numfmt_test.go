@@ -3,6 +3,9 @@ package luahost
 import (
 	"context"
 	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -146,5 +149,31 @@ func TestSweepBoundsMemory(t *testing.T) {
 	}
 	if n := len(h.ks.m); n > 2*minSweepSize {
 		t.Errorf("%d keys held for 11 live ones", n)
+	}
+}
+
+// TestPlainIntegerIsStrtod holds strtod's fast path for plain integers to the general
+// scan: the same double, bit for bit, and the same length read, for every text the fast
+// path takes, and refusal for every text it must leave to the scan.
+func TestPlainIntegerIsStrtod(t *testing.T) {
+	texts := []string{"0", "-0", "7", "-7", "000123", "-000", "999999999999999", "-999999999999999",
+		"1764472786000000", "123456789012345", "9007199254740993", "", "-", "+5", " 5", "5 ", "1e3",
+		"5.0", "0x10", "--5", "12a", "inf", "nan"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		texts = append(texts, strconv.FormatInt(r.Int64N(1<<53)>>r.IntN(53)*int64(1-2*r.IntN(2)), 10))
+	}
+	for _, s := range texts {
+		want, wn, werange := strtodScan(s)
+		got, ok := plainInteger(s)
+		if !ok {
+			if d := strings.TrimPrefix(s, "-"); d != "" && len(d) <= 15 && strings.Trim(d, "0123456789") == "" {
+				t.Errorf("plainInteger(%q) refused a plain integer", s)
+			}
+			continue
+		}
+		if math.Float64bits(got) != math.Float64bits(want) || wn != len(s) || werange {
+			t.Errorf("plainInteger(%q) = %v; strtod's scan reads %v (%d bytes, erange %t)", s, got, want, wn, werange)
+		}
 	}
 }
