@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -379,6 +380,19 @@ func TestTimeAnswersClock(t *testing.T) {
 	got, err := h.Eval(ctx, `return redis.call("TIME")`, nil, nil)
 	if err != nil || !reflect.DeepEqual(got, []any{"1764472786", "123456"}) {
 		t.Fatalf("TIME = %#v, %v", got, err)
+	}
+	// Within a second, into the next, and backwards: the seconds' text follows the clock.
+	for _, step := range []time.Duration{876543 * time.Microsecond, time.Microsecond, 2 * time.Second, -3 * time.Second} {
+		clock.Advance(step)
+		us := clock.Now().UnixMicro()
+		want := []any{strconv.FormatInt(us/1e6, 10), strconv.FormatInt(us%1e6, 10)}
+		got, err := h.Eval(ctx, `local t = redis.call("TIME") return {t[1], t[2]}`, nil, nil)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("after %v: TIME = %#v, %v; want %v", step, got, err, want)
+		}
+		if got, err := h.Do(ctx, "TIME"); err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("after %v: Do(TIME) = %#v, %v; want %v", step, got, err, want)
+		}
 	}
 }
 
