@@ -134,44 +134,36 @@ local function rule_at(ARGV, r, a, loaded)
     end
     p[j] = v
   end
-  -- A shared record's constants are validated once (c[12]), the first time it is used.
+  -- A shared record's constants are validated once, the first time it is used; it is then
+  -- complete (c[12]).
   if validate and not (c and c[5] and c[12]) then
     local err = validate(p)
     if err then
       return nil, 'rule ' .. r .. ': ' .. err
     end
-    if c and c[5] then
-      c[12] = true
-    end
+  end
+  if c and c[5] then
+    c[12] = true
   end
   return check, commit, refund, cost, shadow, p, a + width + m
 end
 
--- one runs op on a call of one rule, parsed.
-local function one(key, op, now, server_now, check, commit, refund, cost, shadow, p)
-  if op == 'refund' then
-    if refund and cost > 0 then
-      refund(key, now, cost, p)
-    end
-    return {1, 0, now, server_now}
-  end
-  local ok, remaining, retry, reset, limit, write = check(key, now, cost, p)
-  if ok == 0 and not shadow then
-    return {0, 1, now, server_now, ok, remaining, retry, reset, limit}
-  end
-  if write and cost > 0 then
-    commit(key, write)
-  end
-  return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
-end
-
--- replicate: redis.replicate_commands has not been called yet in this run of the script's
--- text. Under EVAL the text runs afresh on every call; a library (FUNCTION LOAD: Redis 7,
--- which replicates effects anyway) calls it once.
-local replicate = true
+-- first: this is the first call of this run of the script's text, which binds the
+-- prelude's locals (bind) and calls redis.replicate_commands. Under EVAL the text runs
+-- afresh on every call; a library (FUNCTION LOAD: Redis 7, which replicates effects
+-- anyway) does both once.
+local first = true
 
 local function main(KEYS, ARGV)
-  call = redis.call
+  if first then
+    first = false
+    bind()
+    -- The server clock is read before any write (scripts that read TIME must replicate
+    -- their effects, which Redis >= 5 does by default and older servers do on request).
+    if redis.replicate_commands then
+      redis.replicate_commands()
+    end
+  end
   TTL_SLACK = 0
   if ARGV[1] ~= PROTOCOL then
     return redis.error_reply('RLCTL protocol mismatch: script speaks ' .. PROTOCOL .. ', caller sent ' .. tostring(ARGV[1]))
@@ -181,14 +173,7 @@ local function main(KEYS, ARGV)
     return redis.error_reply('RLCTL unknown op ' .. tostring(op))
   end
 
-  -- The server clock is read once, before any write (scripts that read TIME must replicate
-  -- their effects, which Redis >= 5 does by default and older servers do on request).
-  if replicate then
-    replicate = false
-    if redis.replicate_commands then
-      redis.replicate_commands()
-    end
-  end
+  -- The server clock is read once, before any write.
   local t = call('TIME')
   local server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local now = server_now
@@ -225,46 +210,78 @@ local function main(KEYS, ARGV)
     return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[6]) .. ' does not match ' .. #KEYS .. ' keys')
   end
 
-  -- Parse every rule before touching any key. Rule r lives at rs[6r-5 .. 6r]: its check,
-  -- commit and refund functions, cost, shadow flag and parameters. Flat arrays keep a
-  -- call's allocations low; a call of one rule, the common case, needs none of them.
+  -- A call of one rule, the common case, needs none of the tables of a stack (below).
   if n == 1 then
+    local key = KEYS[1]
+    local check, commit, refund, cost, shadow, p
     -- A compiled rule whose record is complete (a built-in's, nothing varying per
     -- request, validated on its first call) is found in one lookup, under FCALL where
-    -- the records outlive a call.
+    -- the records outlive a call. Its cost is int_arg's, written out.
     local c = compiled[ARGV[7]]
     if c and c[12] and #ARGV == 8 then
-      local cost = int_arg(ARGV[8], 0)
-      if cost ~= nil then
-        return one(KEYS[1], op, now, server_now, c[9], c[10], c[11], cost, c[2], c[3])
+      cost = tonumber(ARGV[8])
+      if cost and cost % 1 == 0 and cost >= 0 and cost <= MAX_INT then
+        check, commit, refund, shadow, p = c[9], c[10], c[11], c[2], c[3]
       end
     end
-    local check, commit, refund, cost, shadow, p, a = rule_at(ARGV, 1, 7, {})
     if check == nil then
-      return redis.error_reply('RLCTL ' .. commit)
+      local a
+      check, commit, refund, cost, shadow, p, a = rule_at(ARGV, 1, 7, {})
+      if check == nil then
+        return redis.error_reply('RLCTL ' .. commit)
+      end
+      if a - 1 ~= #ARGV then
+        return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
+      end
     end
-    if a - 1 ~= #ARGV then
-      return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
+    if op == 'refund' then
+      if refund and cost > 0 then
+        refund(key, now, cost, p)
+      end
+      return {1, 0, now, server_now}
     end
-    return one(KEYS[1], op, now, server_now, check, commit, refund, cost, shadow, p)
+    local ok, remaining, retry, reset, limit, write = check(key, now, cost, p)
+    if ok == 0 and not shadow then
+      return {0, 1, now, server_now, ok, remaining, retry, reset, limit}
+    end
+    if write and cost > 0 then
+      commit(key, write)
+    end
+    return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
   end
 
-  local loaded = {}
-  local rs = {}
+  -- Parse every rule before touching any key. rs[r] is rule r's record: a complete
+  -- compiled record (found in one lookup), or one made for this call from what rule_at
+  -- parsed, with the same fields (shadow flag, parameters, check, commit, refund).
+  -- st[2r-1] is rule r's cost and st[2r] its pending write (false: none).
+  local rs, st = {}, {}
+  local loaded
   local a = 7
   for r = 1, n do
-    local check, commit, refund, cost, shadow, p, next_a = rule_at(ARGV, r, a, loaded)
-    if check == nil then
-      return redis.error_reply('RLCTL ' .. commit)
+    local c = compiled[ARGV[a]]
+    if c and c[12] then
+      local cost = int_arg(ARGV[a + 1], 0)
+      if cost == nil then
+        return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
+      end
+      st[2 * r - 1] = cost
+      a = a + 2
+    else
+      loaded = loaded or {}
+      local check, commit, refund, cost, shadow, p, next_a = rule_at(ARGV, r, a, loaded)
+      if check == nil then
+        return redis.error_reply('RLCTL ' .. commit)
+      end
+      c = {false, shadow, p, false, false, false, false, false, check, commit, refund}
+      st[2 * r - 1] = cost
+      a = next_a
     end
     for i = 1, r - 1 do
       if KEYS[i] == KEYS[r] then
         return redis.error_reply('RLCTL rule ' .. r .. ': key repeats rule ' .. i)
       end
     end
-    local o = 6 * r
-    rs[o - 5], rs[o - 4], rs[o - 3], rs[o - 2], rs[o - 1], rs[o] = check, commit, refund, cost, shadow, p
-    a = next_a
+    rs[r] = c
   end
   if a - 1 ~= #ARGV then
     return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
@@ -272,24 +289,24 @@ local function main(KEYS, ARGV)
 
   if op == 'refund' then
     for r = 1, n do
-      local refund, cost = rs[6 * r - 3], rs[6 * r - 2]
+      local refund, cost = rs[r][11], st[2 * r - 1]
       if refund and cost > 0 then
-        refund(KEYS[r], now, cost, rs[6 * r])
+        refund(KEYS[r], now, cost, rs[r][3])
       end
     end
     return {1, 0, now, server_now}
   end
 
-  -- Phase 1: check every rule; no writes. Pending writes go in `pending` (false: none).
+  -- Phase 1: check every rule; no writes.
   local allowed, decider = 1, 0
   local out = {0, 0, 0, 0}
-  local pending = {}
   for r = 1, n do
-    local ok, remaining, retry, reset, limit, write = rs[6 * r - 5](KEYS[r], now, rs[6 * r - 2], rs[6 * r])
-    if ok == 0 and not rs[6 * r - 1] and allowed == 1 then
+    local c = rs[r]
+    local ok, remaining, retry, reset, limit, write = c[9](KEYS[r], now, st[2 * r - 1], c[3])
+    if ok == 0 and not c[2] and allowed == 1 then
       allowed, decider = 0, r
     end
-    pending[r] = write or false
+    st[2 * r] = write or false
     local o = r * 5
     out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset, limit
   end
@@ -297,15 +314,17 @@ local function main(KEYS, ARGV)
   -- Phase 2: all or nothing.
   if allowed == 1 then
     for r = 1, n do
-      if pending[r] and rs[6 * r - 2] > 0 then
-        rs[6 * r - 4](KEYS[r], pending[r])
+      local write = st[2 * r]
+      if write and st[2 * r - 1] > 0 then
+        rs[r][10](KEYS[r], write)
       end
     end
   else
     -- Rules that would have allowed were not charged: report their state as a peek.
     for r = 1, n do
-      if out[r * 5] == 1 and rs[6 * r - 2] > 0 then
-        local _, remaining, _, reset = rs[6 * r - 5](KEYS[r], now, 0, rs[6 * r])
+      if out[r * 5] == 1 and st[2 * r - 1] > 0 then
+        local c = rs[r]
+        local _, remaining, _, reset = c[9](KEYS[r], now, 0, c[3])
         out[r * 5 + 1], out[r * 5 + 3] = remaining, reset
       end
     end
