@@ -665,7 +665,7 @@ func (c *luaChecker) expr(e ast.Expr) {
 	}
 }
 
-// call checks a redis.call / redis.pcall (or the engine's call alias) against the listed
+// call checks a redis.call / redis.pcall (or the engine's aliases, call and redis_pcall) against the listed
 // commands.
 func (c *luaChecker) call(e *ast.FuncCallExpr) {
 	if id, ok := e.Func.(*ast.IdentExpr); ok && c.alg != nil && !c.skipCommands && !c.local(id.Value) {
@@ -696,10 +696,14 @@ func (c *luaChecker) call(e *ast.FuncCallExpr) {
 	c.diags = append(c.diags, errorf(c.at(e), "Redis command not declared", "The plugin calls %s, which algorithm %q does not list in commands (%s). Add %q to commands, or use a listed command.", cmd, c.alg.Name, strings.Join(c.alg.Commands, ", "), cmd))
 }
 
+// isEngineCall reports whether name is one of the engine prelude's aliases of redis.call
+// and redis.pcall (call, redis_pcall).
+func isEngineCall(name string) bool { return name == "call" || name == "redis_pcall" }
+
 func (c *luaChecker) isRedisCall(f ast.Expr) bool {
 	switch f := f.(type) {
 	case *ast.IdentExpr:
-		return f.Value == "call" && !c.local("call")
+		return isEngineCall(f.Value) && !c.local(f.Value)
 	case *ast.AttrGetExpr:
 		obj, ok := f.Object.(*ast.IdentExpr)
 		key, kok := f.Key.(*ast.StringExpr)

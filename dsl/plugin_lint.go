@@ -106,7 +106,7 @@ func (c *luaChecker) lintExpr(e ast.Expr) {
 		if c.local(e.Value) || l.callees[e] {
 			return
 		}
-		if e.Value == "call" || e.Value == "redis" && !l.objects[e] || len(engine().helpers[e.Value]) > 0 {
+		if isEngineCall(e.Value) || e.Value == "redis" && !l.objects[e] || len(engine().helpers[e.Value]) > 0 {
 			l.opaque = true
 		}
 	}

@@ -29,7 +29,7 @@ end
 -- delay returns D scaled by rate, max(0, TAT - now) * rate, and whether TAT >= now (a
 -- TAT exactly now is state a refund still clears).
 local function delay(key, now, rate)
-  local v = pcall('GET', key)
+  local v = redis_pcall('GET', key)
   if type(v) ~= 'string' then
     return 0, false
   end

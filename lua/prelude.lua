@@ -26,14 +26,14 @@
 
 local PROTOCOL = "4"
 local MAX_INT = 9007199254740992 -- 2^53
--- call and pcall are redis.call and redis.pcall, tonumber and type the standard functions:
--- locals, which cost one register read where a global costs a table lookup. main binds
--- them (bind) on the first call of a run of the script's text, since a library's top level
--- runs before Redis lets it reach any of them.
-local call, pcall, tonumber, type
+-- call and redis_pcall are redis.call and redis.pcall, tonumber and type the standard
+-- functions: locals, which cost one register read where a global costs a table lookup.
+-- main binds them (bind) on the first call of a run of the script's text, since a
+-- library's top level runs before Redis lets it reach any of them.
+local call, redis_pcall, tonumber, type
 
 local function bind()
-  call, pcall, tonumber, type = redis.call, redis.pcall, _G.tonumber, _G.type
+  call, redis_pcall, tonumber, type = redis.call, redis.pcall, _G.tonumber, _G.type
 end
 
 -- floor rounds x down to an integer. x - x % 1 is exact for every double and runs in the

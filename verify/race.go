@@ -22,8 +22,9 @@ import (
 // harness is the engine script with its dispatcher replaced.
 
 // harnessPrelude follows the engine prelude: it makes every Redis command of the
-// algorithms (through the prelude's call, or redis.call and redis.pcall) a point where the
-// running client yields, and logs the commands in the order they run.
+// algorithms (through the prelude's call and redis_pcall, or redis.call and redis.pcall) a
+// point where the running client yields, and logs the commands in the order they run.
+// harness_main binds the prelude's other locals (tonumber, type) as the dispatcher does.
 const harnessPrelude = `
 -- verify harness: every Redis command is a scheduling point.
 local harness_call, harness_pcall
@@ -45,6 +46,7 @@ local redis = {
     return harness_pcall(...)
   end,
 }
+redis_pcall = redis.pcall
 `
 
 // harnessMain replaces the dispatcher: it registers harness_main as the function
@@ -63,6 +65,7 @@ local function harness_main(KEYS, ARGV)
 local server = harness_redis()
 setmetatable(redis, {__index = server})
 harness_call, harness_pcall = server.call, server.pcall
+tonumber, type = _G.tonumber, _G.type
 harness_log, harness_client = {}, 0
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])

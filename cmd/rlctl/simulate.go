@@ -84,6 +84,7 @@ expectation, 2 usage error.
 }
 
 func runSimulate(e *env, args []string) error {
+	batchGC()
 	fs := flags("simulate")
 	scenario := fs.String("scenario", "", "")
 	seed := fs.Int64("seed", 0, "")

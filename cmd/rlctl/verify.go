@@ -93,6 +93,7 @@ Exit status: 0 every property holds (warnings and notes allowed), 1 a property f
 }
 
 func runVerify(e *env, args []string) error {
+	batchGC()
 	fs := flags("verify")
 	budget := fs.Int("budget", verify.DefaultBudget, "")
 	duration := fs.String("duration", "", "")
