@@ -109,6 +109,9 @@ type runState struct {
 	args      []string // reused buffer for redis.call arguments
 	dl        deadline
 	readOnly  bool // a no-writes function: write commands fail
+	// bounded: the run is FCallBounded's, whose deadline is checked at each Redis command
+	// (see Host.stopped) instead of at every instruction.
+	bounded bool
 }
 
 // New returns a Host with an empty keyspace and no scripts.
@@ -392,6 +395,10 @@ func (h *Host) watch(ctx context.Context) bool {
 		dl.at = time.Now().Add(h.timeout)
 	}
 	dl.limit = h.steps
+	if h.run.bounded {
+		dl.limit = 0
+		return false
+	}
 	watch := dl.pdone != nil || !dl.at.IsZero() || dl.limit > 0
 	if watch {
 		h.vm.L.SetContext(dl)
@@ -407,6 +414,19 @@ func (h *Host) Steps() uint64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.run.dl.steps
+}
+
+// stopped reports whether a bounded run (FCallBounded) must stop: its deadline has passed
+// or its context is done (h.run.dl.err says which).
+func (h *Host) stopped() bool {
+	dl := &h.run.dl
+	if dl.err != nil {
+		return true
+	}
+	if dl.pdone == nil && dl.at.IsZero() {
+		return false
+	}
+	return dl.check() != nil
 }
 
 func (h *Host) unwatch(watch bool) {

@@ -50,6 +50,10 @@ func (v *vm) newRedisLib() *lua.LTable {
 // or numbers (formatted "%.17g"); the reply is converted to Lua; an error
 // reply becomes {err=...}, raised by call and returned by pcall.
 func (h *Host) redisCall(L *lua.LState, raise bool) int {
+	if h.run.bounded && h.stopped() {
+		L.RaiseError("%s", h.run.dl.err.Error())
+		return 0
+	}
 	n := L.GetTop()
 	if n == 0 {
 		return h.callFailed(L, raise, "ERR Please specify at least one argument for this redis lib call")
