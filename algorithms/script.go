@@ -38,7 +38,16 @@ type Script struct {
 	// lines maps Source's lines back to the files they came from (see Locate). It is
 	// metadata: Source and SHA1 do not depend on it.
 	lines []segment
+	// bounded: every algorithm is a built-in (see Bounded).
+	bounded bool
 }
+
+// Bounded reports whether every algorithm of the script is a built-in. Every call of such a
+// script ends after the work its rules declare (Work, held to Redis by TestRedisWorstCase),
+// and each of its loops runs Redis commands as it goes, so a host may watch it at each
+// command rather than at every Lua instruction (luahost.Host.FCallBounded). A plugin's Lua
+// is the user's: a script with one is not bounded.
+func (s *Script) Bounded() bool { return s.bounded }
 
 // segment is a run of Source's lines copied from one file: Source's line first+i is the
 // file's line 1+i, for i < n.
@@ -129,6 +138,7 @@ func Assemble(algs []*Algorithm, rules ...*Compiled) (*Script, error) {
 		Body: body, Function: fn,
 		Library: "#!lua name=" + fn + "\n" + body + "\nredis.register_function('" + fn + "', main)\n",
 		lines:   lines,
+		bounded: !slices.ContainsFunc(algs, func(a *Algorithm) bool { return !IsBuiltin(a) }),
 	}, nil
 }
 

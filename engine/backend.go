@@ -394,7 +394,9 @@ func isNoScript(err error) bool {
 //
 // Like Redis on a server with functions, it runs the script's library form with FCALL, so
 // the library's prelude and built-in algorithms are instantiated once per load, not on
-// every call; when the host does not know the function (a new host, FUNCTION FLUSH) it
+// every call (a script of built-in algorithms only with FCallBounded, whose deadline the
+// host checks at each Redis command rather than at every Lua instruction: see
+// algorithms.Script.Bounded); when the host does not know the function (a new host, FUNCTION FLUSH) it
 // loads the library, replacing any copy, and calls again. A Script without a library form
 // (no Function) runs with EVALSHA, loaded on NOSCRIPT.
 type Local struct {
@@ -441,14 +443,18 @@ func (l *Local) Eval(ctx context.Context, s *algorithms.Script, keys, argv []str
 	if s.Function == "" {
 		return l.evalSHA(ctx, s, keys, argv)
 	}
-	v, err := l.h.FCall(ctx, s.Function, keys, argv)
+	fcall := l.h.FCall
+	if s.Bounded() {
+		fcall = l.h.FCallBounded
+	}
+	v, err := fcall(ctx, s.Function, keys, argv)
 	if !isFunctionNotFound(err) {
 		return v, err
 	}
 	if _, err := l.h.FunctionLoad(s.Library, true); err != nil {
 		return nil, err
 	}
-	return l.h.FCall(ctx, s.Function, keys, argv)
+	return fcall(ctx, s.Function, keys, argv)
 }
 
 func (l *Local) evalSHA(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {

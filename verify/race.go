@@ -151,6 +151,8 @@ type harness struct {
 	from, shift, to int
 	// tick, when set, is called after every script call.
 	tick func()
+	// fcall calls the harness as the rig calls the engine script (see fcaller).
+	fcall func(ctx context.Context, function string, keys, args []string) (any, error)
 }
 
 // harnessLibrary is the first line of the harness's library.
@@ -191,6 +193,7 @@ func newHarness(s *algorithms.Script) (*harness, error) {
 	hs.shift = strings.Count(harnessPrelude, "\n")
 	hs.to = 1 + strings.Count(s.Source[:j], "\n") + hs.shift
 	hs.h = newHost(hs.clock, s.Commands())
+	hs.fcall = fcaller(hs.h, s)
 	var err error
 	if _, err = hs.h.FunctionLoad(src, true); err != nil {
 		return nil, fmt.Errorf("verify: loading the race harness: %w", err)
@@ -246,7 +249,7 @@ func (hs *harness) run(sub *subject, at int64, rounds []raceRound) (*raceRun, er
 		for _, s := range rd.schedule {
 			argv = append(argv, strconv.Itoa(s))
 		}
-		v, err := h.FCall(context.Background(), "rlctl_harness", []string{sub.key}, argv)
+		v, err := hs.fcall(context.Background(), "rlctl_harness", []string{sub.key}, argv)
 		if hs.tick != nil {
 			hs.tick()
 		}

@@ -24,6 +24,18 @@ type rig struct {
 	probeCalls int
 	// tick, when set, is called after every script call.
 	tick func()
+	// fcall is h.FCall, or h.FCallBounded for a script of built-ins only (see fcaller).
+	fcall func(ctx context.Context, function string, keys, args []string) (any, error)
+}
+
+// fcaller returns how verify calls script on h: a script of built-in algorithms only is
+// bounded (algorithms.Script.Bounded) and runs unwatched between its Redis commands; a
+// plugin's runs under the instruction limit (scriptSteps), which its runaway calls meet.
+func fcaller(h *luahost.Host, script *algorithms.Script) func(ctx context.Context, function string, keys, args []string) (any, error) {
+	if script.Bounded() {
+		return h.FCallBounded
+	}
+	return h.FCall
 }
 
 // scriptSteps is the most Lua instructions one script call may run in verify and
@@ -50,7 +62,7 @@ func newRig(s *algorithms.Script) (*rig, error) {
 	if _, err := h.FunctionLoad(s.Library, true); err != nil {
 		return nil, fmt.Errorf("verify: loading the engine script: %w", err)
 	}
-	return &rig{script: s, clock: clock, h: h, base: base}, nil
+	return &rig{script: s, clock: clock, h: h, base: base, fcall: fcaller(h, s)}, nil
 }
 
 // reset empties g for the next trace: no keys, the clock at the trace's start. Loading the
@@ -81,7 +93,7 @@ func (g *rig) do(t, skew int64, c *algorithms.Call) (algorithms.Reply, error) {
 		return algorithms.Reply{}, err
 	}
 	g.calls++
-	v, err := g.h.FCall(context.Background(), g.script.Function, c.Keys(), argv)
+	v, err := g.fcall(context.Background(), g.script.Function, c.Keys(), argv)
 	if g.tick != nil {
 		g.tick()
 	}
