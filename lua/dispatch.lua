@@ -260,8 +260,9 @@ local function main(KEYS, ARGV)
   for r = 1, n do
     local c = compiled[ARGV[a]]
     if c and c[12] then
-      local cost = int_arg(ARGV[a + 1], 0)
-      if cost == nil then
+      -- int_arg(ARGV[a + 1], 0), written out.
+      local cost = tonumber(ARGV[a + 1])
+      if cost == nil or cost % 1 ~= 0 or cost < 0 or cost > MAX_INT then
         return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
       end
       st[2 * r - 1] = cost
