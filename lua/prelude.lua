@@ -55,7 +55,7 @@ local function idiv(a, b)
   return q
 end
 
--- cdiv returns ceil(a / b) exactly for integers a >= 0 and b > 0.
+-- cdiv returns ceil(a / b) exactly for integers a >= 0 and b > 0 with a + b <= 2^53.
 local function cdiv(a, b)
   return idiv(a + b - 1, b)
 end
