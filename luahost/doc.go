@@ -21,6 +21,12 @@
 //	name, err := h.FunctionLoad(library, true)
 //	reply, err := h.FCall(ctx, "myfunc", keys, args)
 //
+// A script runs under a watch that stops it past the host's deadline, its instruction
+// limit or its context; gopher-lua looks at it before every instruction, a fifth of a short
+// call's cost. FCallBounded runs a function whose every run is bounded (the engine script
+// of built-in algorithms) with the deadline and context checked at each Redis command
+// instead.
+//
 // Replies have the Go types go-redis gives for RESP2: int64, string, nil
 // (nil bulk) and []any; status replies are strings; error replies are
 // *ErrorReply errors (nested in an array, *ErrorReply elements).
