@@ -127,6 +127,9 @@ func Assemble(algs []*Algorithm, rules ...*Compiled) (*Script, error) {
 	}
 	write("return nil\nend\n\n", "", "")
 	write(compiledRules(compiled), "", "")
+	var stacks strings.Builder
+	writeStacks(&stacks)
+	write(stacks.String(), "", "")
 	write(lua.Source("dispatch.lua"), "dispatch.lua", "")
 	body := b.String()
 	bodySum := sha1.Sum([]byte(body))

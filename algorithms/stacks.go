@@ -1,0 +1,80 @@
+package algorithms
+
+import (
+	"fmt"
+	"strings"
+)
+
+// unrolledStacks is the largest stack the script decides without tables (see
+// writeStacks): the engine's stacks are mostly of two to four rules.
+const unrolledStacks = 4
+
+// writeStacks writes stack2 .. stack<unrolledStacks>: stack<n>(KEYS, ARGV, now, server_now)
+// decides a check of n compiled rules whose records are complete (see dispatch.lua) as the
+// dispatcher's general path does (check every rule, then charge all or none, peeking at the
+// rules that would have allowed when one denies), with every rule's values in locals
+// instead of the general path's tables. It returns nil, having touched nothing, for any
+// call it does not take (a record not complete, a bad cost, repeated keys, another ARGV
+// length): the general path then parses the call and reports what is wrong.
+//
+// It then writes stack(KEYS, ARGV, n, now, server_now), which calls stack<n>, or returns nil
+// for other n.
+func writeStacks(b *strings.Builder) {
+	for n := 2; n <= unrolledStacks; n++ {
+		writeStack(b, n)
+	}
+	b.WriteString("local function stack(KEYS, ARGV, n, now, server_now)\n")
+	for n := 2; n <= unrolledStacks; n++ {
+		kw := "elseif"
+		if n == 2 {
+			kw = "if"
+		}
+		fmt.Fprintf(b, "%s n == %d then\nreturn stack%d(KEYS, ARGV, now, server_now)\n", kw, n, n)
+	}
+	b.WriteString("end\nend\n\n")
+}
+
+func writeStack(b *strings.Builder, n int) {
+	each := func(format string, sep string) string {
+		parts := make([]string, n)
+		for r := 1; r <= n; r++ {
+			parts[r-1] = strings.ReplaceAll(format, "#", fmt.Sprint(r))
+		}
+		return strings.Join(parts, sep)
+	}
+	fmt.Fprintf(b, "local function stack%d(KEYS, ARGV, now, server_now)\n", n)
+	fmt.Fprintf(b, "if #ARGV ~= %d then\nreturn\nend\n", 6+2*n)
+	for r := 1; r <= n; r++ {
+		a := 5 + 2*r
+		fmt.Fprintf(b, "local c%d, n%d = compiled[ARGV[%d]], tonumber(ARGV[%d])\n", r, r, a, a+1)
+		fmt.Fprintf(b, "if not (c%[1]d and c%[1]d[12] and n%[1]d and n%[1]d %% 1 == 0 and n%[1]d >= 0 and n%[1]d <= MAX_INT) then\nreturn\nend\n", r)
+	}
+	fmt.Fprintf(b, "local %s = %s\n", each("k#", ", "), each("KEYS[#]", ", "))
+	var same []string
+	for i := 1; i <= n; i++ {
+		for j := i + 1; j <= n; j++ {
+			same = append(same, fmt.Sprintf("k%d == k%d", i, j))
+		}
+	}
+	fmt.Fprintf(b, "if %s then\nreturn\nend\n", strings.Join(same, " or "))
+	for r := 1; r <= n; r++ {
+		fmt.Fprintf(b, "local ok%[1]d, re%[1]d, ra%[1]d, rs%[1]d, li%[1]d, w%[1]d = c%[1]d[9](k%[1]d, now, n%[1]d, c%[1]d[3])\n", r)
+	}
+	b.WriteString("local allowed, decider = 1, 0\n")
+	for r := 1; r <= n; r++ {
+		kw := "elseif"
+		if r == 1 {
+			kw = "if"
+		}
+		fmt.Fprintf(b, "%s ok%[2]d == 0 and not c%[2]d[2] then\nallowed, decider = 0, %[2]d\n", kw, r)
+	}
+	b.WriteString("end\nif allowed == 1 then\n")
+	for r := 1; r <= n; r++ {
+		fmt.Fprintf(b, "if w%[1]d and n%[1]d > 0 then\nc%[1]d[10](k%[1]d, w%[1]d)\nend\n", r)
+	}
+	b.WriteString("else\nlocal _\n")
+	for r := 1; r <= n; r++ {
+		fmt.Fprintf(b, "if ok%[1]d == 1 and n%[1]d > 0 then\n_, re%[1]d, _, rs%[1]d = c%[1]d[9](k%[1]d, now, 0, c%[1]d[3])\nend\n", r)
+	}
+	fmt.Fprintf(b, "end\nreturn {allowed, decider, now, server_now, %s}\nend\n\n", each("ok#, re#, ra#, rs#, li#", ", "))
+}
