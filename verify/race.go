@@ -28,11 +28,13 @@ import (
 const harnessPrelude = `
 -- verify harness: every Redis command is a scheduling point.
 local harness_call, harness_pcall
+-- The coroutine library's functions, bound by harness_main with the prelude's locals.
+local co_create, co_resume, co_status, co_yield
 local harness_log, harness_client = {}, 0
-call = function(...)
-  coroutine.yield()
-  harness_log[#harness_log + 1] = harness_client .. ' ' .. select(1, ...)
-  return harness_call(...)
+call = function(cmd, ...)
+  co_yield()
+  harness_log[#harness_log + 1] = harness_client .. ' ' .. cmd
+  return harness_call(cmd, ...)
 end
 -- harness_redis returns the global redis: the server's, at call time.
 local harness_redis = function() return redis end
@@ -40,10 +42,10 @@ local harness_redis = function() return redis end
 -- sets the fallback at call time: the library's code runs before it has one).
 local redis = {
   call = call,
-  pcall = function(...)
-    coroutine.yield()
-    harness_log[#harness_log + 1] = harness_client .. ' ' .. select(1, ...)
-    return harness_pcall(...)
+  pcall = function(cmd, ...)
+    co_yield()
+    harness_log[#harness_log + 1] = harness_client .. ' ' .. cmd
+    return harness_pcall(cmd, ...)
   end,
 }
 redis_pcall = redis.pcall
@@ -62,10 +64,14 @@ redis_pcall = redis.pcall
 // client whose call raised an error (0: none), its error}. A client's error ends the run.
 const harnessMain = `
 local function harness_main(KEYS, ARGV)
-local server = harness_redis()
-setmetatable(redis, {__index = server})
-harness_call, harness_pcall = server.call, server.pcall
-tonumber, type = _G.tonumber, _G.type
+if not harness_call then
+  local server = harness_redis()
+  setmetatable(redis, {__index = server})
+  harness_call, harness_pcall = server.call, server.pcall
+  tonumber, type = _G.tonumber, _G.type
+  local co = _G.coroutine
+  co_create, co_resume, co_status, co_yield = co.create, co.resume, co.status, co.yield
+end
 harness_log, harness_client = {}, 0
 local now = tonumber(ARGV[1])
 local n = tonumber(ARGV[2])
@@ -89,7 +95,7 @@ for i = 1, n do
   end
   a = a + 2 + #kinds
   allowed[i] = 0
-  cos[i] = coroutine.create(function()
+  cos[i] = co_create(function()
     local ok, _, _, _, _, write = check(KEYS[1], now, cost, p)
     if ok == 1 then
       if write and cost > 0 then
@@ -102,7 +108,7 @@ end
 local failed, failure = 0, ''
 local function step(i)
   harness_client = i
-  local ok, err = coroutine.resume(cos[i])
+  local ok, err = co_resume(cos[i])
   if not ok then
     if type(err) == 'table' then
       err = err.err
@@ -120,7 +126,7 @@ for k = a, #ARGV do
   local want = tonumber(ARGV[k])
   for d = 0, n - 1 do
     local i = (want - 1 + d) % n + 1
-    if coroutine.status(cos[i]) ~= 'dead' then
+    if co_status(cos[i]) ~= 'dead' then
       if not step(i) then
         return {allowed, harness_log, failed, failure}
       end
@@ -129,7 +135,7 @@ for k = a, #ARGV do
   end
 end
 for i = 1, n do
-  while coroutine.status(cos[i]) ~= 'dead' do
+  while co_status(cos[i]) ~= 'dead' do
     if not step(i) then
       return {allowed, harness_log, failed, failure}
     end
