@@ -76,20 +76,11 @@ func (h *Host) FCall(ctx context.Context, function string, keys, args []string) 
 // is not stopped. The instruction limit (WithInstructionLimit) does not apply, and Steps
 // reports 0 for the call.
 func (h *Host) FCallBounded(ctx context.Context, function string, keys, args []string) (any, error) {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.run.bounded = true
-	defer func() { h.run.bounded = false }()
-	return h.fcall(ctx, function, keys, args, false)
+	return h.fcallLocked(ctx, function, keys, args, true)
 }
 
-func (h *Host) fcallLocked(ctx context.Context, name string, keys, args []string, ro bool) (any, error) {
+// fcallLocked runs FCALL under h.mu; bounded: as FCallBounded.
+func (h *Host) fcallLocked(ctx context.Context, name string, keys, args []string, bounded bool) (any, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -98,7 +89,11 @@ func (h *Host) fcallLocked(ctx context.Context, name string, keys, args []string
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.fcall(ctx, name, keys, args, ro)
+	if bounded {
+		h.run.bounded = true
+		defer func() { h.run.bounded = false }()
+	}
+	return h.fcall(ctx, name, keys, args, false)
 }
 
 // fcall runs FCALL (ro: FCALL_RO). h.mu is held.
