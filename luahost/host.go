@@ -38,14 +38,15 @@ func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 // after d of wall-clock time fails with an *ErrorReply wrapping ErrTimeout.
 // 0 (or less) means no deadline, which saves a check per Lua instruction,
 // a few percent of a small script's run time (BenchmarkEvalSHA). The
-// default is DefaultTimeout.
+// default is DefaultTimeout. A bounded call (FCallBounded) is checked
+// against it before each Redis command instead.
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // WithInstructionLimit makes a script that runs more than n Lua instructions fail with
 // an *ErrorReply wrapping ErrInstructionLimit. Unlike WithTimeout it does not depend on
 // how fast the machine is or how loaded: the same script on the same state stops at the
 // same instruction, so simulations and proofs stay deterministic (use it with
-// WithTimeout(0)). 0 means no limit, the default.
+// WithTimeout(0)). 0 means no limit, the default. It does not apply to FCallBounded.
 func WithInstructionLimit(n uint64) Option { return func(o *options) { o.steps = n } }
 
 // WithCommands limits the Redis commands scripts may call to names
