@@ -1,0 +1,84 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/luahost"
+)
+
+// TestLocalBoundsBuiltinsOnly: Local calls a script of built-ins with FCallBounded, which
+// the host's instruction limit does not stop, and a script with a plugin with FCall, under
+// the limit, so a plugin's runaway call fails instead of running on.
+func TestLocalBoundsBuiltinsOnly(t *testing.T) {
+	ctx := context.Background()
+	// 50 instructions: less than any engine call takes.
+	l := NewLocal(luahost.New(luahost.WithInstructionLimit(50)))
+	call := func(p *Plan, ru *dsl.Rule) (any, error) {
+		c := &algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime, Rules: []algorithms.Rule{{
+			Key: "k:" + ru.Name, Algorithm: ru.Algorithm, Cost: 1, Params: p.Compiled(ru).Params, Compiled: p.Compiled(ru),
+		}}}
+		argv, err := c.Argv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Eval(ctx, p.Script(), c.Keys(), argv)
+	}
+
+	bcfg, diags := dsl.Parse(map[string][]byte{"b.hcl": []byte(`policy "p" {
+  rule "r" {
+    algorithm = "gcra"
+    key       = "k"
+    rate      = "10/s"
+    burst     = 5
+  }
+}`)})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	builtin, err := Compile(bcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(builtin, bcfg.Policies[0].Rules[0]); err != nil {
+		t.Fatalf("a built-in's call under an instruction limit of 50: %v", err)
+	}
+
+	cfg, diags := dsl.Parse(map[string][]byte{
+		"p.hcl": []byte(`algorithm "spin" {
+  source   = "p.lua"
+  params   = { limit = "count" }
+  commands = ["GET"]
+  guarantee "none" {}
+}
+policy "p" {
+  rule "r" {
+    algorithm = "spin"
+    key       = "k"
+    limit     = 3
+  }
+}`),
+		"p.lua": []byte(`params = {'pos'}
+function check(key, now, cost, p)
+  call('GET', key)
+  for i = 1, 300000000 do
+  end
+  return 1, p[1], 0, 0, p[1]
+end
+function commit(key, w)
+end`),
+	})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	plugin, err := Compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(plugin, cfg.Policies[0].Rules[0]); err == nil || !strings.Contains(err.Error(), "Lua instructions") {
+		t.Fatalf("a plugin's runaway call: %v, want the instruction limit's error", err)
+	}
+}
