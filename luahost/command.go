@@ -10,8 +10,8 @@ import (
 type statusReply string
 
 // timeReply is TIME's reply, the array {seconds, microseconds} of bulk strings, kept as
-// numbers until it is read: a script's TIME formats only the digits that changed since
-// the last (see Host.timeTable).
+// numbers until it is read: a script's TIME formats its seconds only when they changed
+// since the last (see Host.replyToLua).
 type timeReply struct{ sec, usec int64 }
 
 // A command's reply is one of: int64 (integer), string (bulk), nil (nil

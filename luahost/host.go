@@ -395,11 +395,10 @@ func (h *Host) watch(ctx context.Context) bool {
 	if h.timeout > 0 {
 		dl.at = time.Now().Add(h.timeout)
 	}
-	dl.limit = h.steps
 	if h.run.bounded {
-		dl.limit = 0
-		return false
+		return false // checked at each Redis command (stopped); no instruction limit
 	}
+	dl.limit = h.steps
 	watch := dl.pdone != nil || !dl.at.IsZero() || dl.limit > 0
 	if watch {
 		h.vm.L.SetContext(dl)
@@ -420,14 +419,7 @@ func (h *Host) Steps() uint64 {
 // stopped reports whether a bounded run (FCallBounded) must stop: its deadline has passed
 // or its context is done (h.run.dl.err says which).
 func (h *Host) stopped() bool {
-	dl := &h.run.dl
-	if dl.err != nil {
-		return true
-	}
-	if dl.pdone == nil && dl.at.IsZero() {
-		return false
-	}
-	return dl.check() != nil
+	return h.run.dl.err != nil || h.run.dl.check() != nil
 }
 
 func (h *Host) unwatch(watch bool) {

@@ -76,24 +76,8 @@ func (h *Host) redisCall(L *lua.LState, raise bool) int {
 	if e, ok := r.(*ErrorReply); ok {
 		return h.callFailed(L, raise, e.Msg)
 	}
-	if t, ok := r.(timeReply); ok {
-		L.Push(h.timeTable(L, t))
-		return 1
-	}
-	L.Push(replyToLua(L, r))
+	L.Push(h.replyToLua(L, r))
 	return 1
-}
-
-// timeTable returns TIME's reply as a script sees it, {seconds, microseconds}: the
-// seconds' string is the last call's while the second is the same.
-func (h *Host) timeTable(L *lua.LState, r timeReply) *lua.LTable {
-	if h.timeSecText == nil || r.sec != h.timeSec {
-		h.timeSec, h.timeSecText = r.sec, lua.LString(strconv.FormatInt(r.sec, 10))
-	}
-	t := L.CreateTable(2, 0)
-	t.RawSetInt(1, h.timeSecText)
-	t.RawSetInt(2, lua.LString(strconv.FormatInt(r.usec, 10)))
-	return t
 }
 
 // callFailed raises {err=msg} from redis.call, or returns it from
@@ -144,13 +128,14 @@ func (h *Host) scriptCommand(args []string) any {
 	return cmd.run(&h.cc, args)
 }
 
-// replyToLua converts a command reply to Lua as Redis 7.0 does (RESP2):
-// integer -> number, bulk -> string, nil -> false, array -> table, status ->
-// {ok=...}, error -> {err=...}.
 // statusOK is the commonest status reply, boxed once.
 var statusOK lua.LValue = lua.LString("OK")
 
-func replyToLua(L *lua.LState, r any) lua.LValue {
+// replyToLua converts a command reply to Lua as Redis 7.0 does (RESP2):
+// integer -> number, bulk -> string, nil -> false, array -> table, status ->
+// {ok=...}, error -> {err=...}. TIME's seconds are the last TIME's Lua string
+// while the second is the same.
+func (h *Host) replyToLua(L *lua.LState, r any) lua.LValue {
 	switch r := r.(type) {
 	case int64:
 		return luaNumber(float64(r))
@@ -167,14 +152,17 @@ func replyToLua(L *lua.LState, r any) lua.LValue {
 		}
 		return t
 	case timeReply:
+		if h.timeSecText == nil || r.sec != h.timeSec {
+			h.timeSec, h.timeSecText = r.sec, lua.LString(strconv.FormatInt(r.sec, 10))
+		}
 		t := L.CreateTable(2, 0)
-		t.RawSetInt(1, lua.LString(strconv.FormatInt(r.sec, 10)))
+		t.RawSetInt(1, h.timeSecText)
 		t.RawSetInt(2, lua.LString(strconv.FormatInt(r.usec, 10)))
 		return t
 	case []any:
 		t := L.CreateTable(len(r), 0)
 		for i, e := range r {
-			t.RawSetInt(i+1, replyToLua(L, e))
+			t.RawSetInt(i+1, h.replyToLua(L, e))
 		}
 		return t
 	case *ErrorReply:
