@@ -77,37 +77,22 @@ end
 -- much longer, so the key must live that much longer too.
 local TTL_SLACK = 0
 
--- The PEXPIRE / PX argument that makes a key outlive the next us microseconds is
--- cdiv(nonneg(us) + TTL_SLACK, 1000) + 1. expire_us and set_us each compute it written out:
--- a TTL is set on most calls, and a Lua function call costs as much as the arithmetic.
-local function expire_us(key, us)
+-- ttl_ms is the PEXPIRE / PX argument that makes a key outlive the next us microseconds:
+-- cdiv(nonneg(us) + TTL_SLACK, 1000) + 1, with nonneg and cdiv written out (a TTL is set on
+-- most calls).
+local function ttl_ms(us)
   if us < 0 then
     us = 0
   end
-  local x = us + TTL_SLACK + 999
-  local q = x / 1000
-  q = q - q % 1
-  if q * 1000 > x then
-    q = q - 1
-  elseif (q + 1) * 1000 <= x then
-    q = q + 1
-  end
-  call('PEXPIRE', key, q + 1)
+  return idiv(us + TTL_SLACK + 999, 1000) + 1
+end
+
+local function expire_us(key, us)
+  call('PEXPIRE', key, ttl_ms(us))
 end
 
 -- set_us sets the string key to value and makes it outlive the next us microseconds, as
 -- expire_us does, in one SET … PX.
 local function set_us(key, value, us)
-  if us < 0 then
-    us = 0
-  end
-  local x = us + TTL_SLACK + 999
-  local q = x / 1000
-  q = q - q % 1
-  if q * 1000 > x then
-    q = q - 1
-  elseif (q + 1) * 1000 <= x then
-    q = q + 1
-  end
-  call('SET', key, value, 'PX', q + 1)
+  call('SET', key, value, 'PX', ttl_ms(us))
 end
