@@ -54,16 +54,7 @@ end
 -- call finds everything in one table lookup.
 local function rule_at(ARGV, r, a, loaded)
   local name = ARGV[a]
-  -- A complete record (see main) is the whole rule but its cost.
-  local c = compiled[name]
-  if c and c[12] then
-    local cost = int_arg(ARGV[a + 1], 0)
-    if cost == nil then
-      return nil, 'rule ' .. r .. ': bad cost or flags'
-    end
-    return c[9], c[10], c[11], cost, c[2], c[3], a + 2
-  end
-  local kinds, validate, check, commit, refund
+  local c, kinds, validate, check, commit, refund
   if type(name) == 'string' and string.byte(name) == 64 then
     c = compiled_rule(name)
     if c == nil then
@@ -270,9 +261,8 @@ local function main(KEYS, ARGV)
   for r = 1, n do
     local c = compiled[ARGV[a]]
     if c and c[12] then
-      -- int_arg(ARGV[a + 1], 0), written out.
-      local cost = tonumber(ARGV[a + 1])
-      if cost == nil or cost % 1 ~= 0 or cost < 0 or cost > MAX_INT then
+      local cost = int_arg(ARGV[a + 1], 0)
+      if cost == nil then
         return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
       end
       st[2 * r - 1] = cost
