@@ -24,7 +24,8 @@ import (
 // harnessPrelude follows the engine prelude: it makes every Redis command of the
 // algorithms (through the prelude's call and redis_pcall, or redis.call and redis.pcall) a
 // point where the running client yields, and logs the commands in the order they run.
-// harness_main binds the prelude's other locals (tonumber, type) as the dispatcher does.
+// harness_main binds the prelude's locals with the prelude's bind, as the dispatcher does,
+// then puts the yielding call and redis_pcall back.
 const harnessPrelude = `
 -- verify harness: every Redis command is a scheduling point.
 local harness_call, harness_pcall
@@ -48,7 +49,6 @@ local redis = {
     return harness_pcall(cmd, ...)
   end,
 }
-redis_pcall = redis.pcall
 `
 
 // harnessMain replaces the dispatcher: it registers harness_main as the function
@@ -68,7 +68,8 @@ if not harness_call then
   local server = harness_redis()
   setmetatable(redis, {__index = server})
   harness_call, harness_pcall = server.call, server.pcall
-  tonumber, type = _G.tonumber, _G.type
+  bind()
+  call, redis_pcall = redis.call, redis.pcall
   local co = _G.coroutine
   co_create, co_resume, co_status, co_yield = co.create, co.resume, co.status, co.yield
 end
