@@ -12,7 +12,7 @@ import (
 
 // TestLocalBoundsBuiltinsOnly: Local calls a script of built-ins with FCallBounded, which
 // the host's instruction limit does not stop, and a script with a plugin with FCall, under
-// the limit, so a plugin's runaway call fails instead of running on.
+// the limit, so a plugin's runaway call (../testdata/runaway) fails instead of running on.
 func TestLocalBoundsBuiltinsOnly(t *testing.T) {
 	ctx := context.Background()
 	// 50 instructions: less than any engine call takes.
@@ -47,30 +47,7 @@ func TestLocalBoundsBuiltinsOnly(t *testing.T) {
 		t.Fatalf("a built-in's call under an instruction limit of 50: %v", err)
 	}
 
-	cfg, diags := dsl.Parse(map[string][]byte{
-		"p.hcl": []byte(`algorithm "spin" {
-  source   = "p.lua"
-  params   = { limit = "count" }
-  commands = ["GET"]
-  guarantee "none" {}
-}
-policy "p" {
-  rule "r" {
-    algorithm = "spin"
-    key       = "k"
-    limit     = 3
-  }
-}`),
-		"p.lua": []byte(`params = {'pos'}
-function check(key, now, cost, p)
-  call('GET', key)
-  for i = 1, 300000000 do
-  end
-  return 1, p[1], 0, 0, p[1]
-end
-function commit(key, w)
-end`),
-	})
+	cfg, diags := dsl.Load("../testdata/runaway/spin.hcl")
 	if diags.HasErrors() {
 		t.Fatal(diags)
 	}
