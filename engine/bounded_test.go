@@ -28,22 +28,15 @@ func TestLocalBoundsBuiltinsOnly(t *testing.T) {
 		return l.Eval(ctx, p.Script(), c.Keys(), argv)
 	}
 
-	bcfg, diags := dsl.Parse(map[string][]byte{"b.hcl": []byte(`policy "p" {
+	builtin := compile(t, `policy "p" {
   rule "r" {
     algorithm = "gcra"
     key       = "k"
     rate      = "10/s"
     burst     = 5
   }
-}`)})
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	builtin, err := Compile(bcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := call(builtin, bcfg.Policies[0].Rules[0]); err != nil {
+}`)
+	if _, err := call(builtin, builtin.policies[0].Rules[0]); err != nil {
 		t.Fatalf("a built-in's call under an instruction limit of 50: %v", err)
 	}
 
