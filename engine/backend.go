@@ -394,11 +394,11 @@ func isNoScript(err error) bool {
 //
 // Like Redis on a server with functions, it runs the script's library form with FCALL, so
 // the library's prelude and built-in algorithms are instantiated once per load, not on
-// every call (a script of built-in algorithms only with FCallBounded, whose deadline the
-// host checks at each Redis command rather than at every Lua instruction: see
-// algorithms.Script.Bounded); when the host does not know the function (a new host, FUNCTION FLUSH) it
-// loads the library, replacing any copy, and calls again. A Script without a library form
-// (no Function) runs with EVALSHA, loaded on NOSCRIPT.
+// every call; when the host does not know the function (a new host, FUNCTION FLUSH) it
+// loads the library, replacing any copy, and calls again. A script of built-in algorithms
+// only (algorithms.Script.Bounded) runs with FCallBounded, whose deadline the host checks
+// at each Redis command rather than at every Lua instruction. A Script without a library
+// form (no Function) runs with EVALSHA, loaded on NOSCRIPT.
 type Local struct {
 	h *luahost.Host
 	// seen is the host's eviction count last reported to a hook (evicted).

@@ -384,7 +384,7 @@ func isTerminal(f *os.File) bool {
 // batchGC lets the heap of a batch command (simulate, verify) grow to five times what is
 // live between collections (GOGC=400) unless GOGC says otherwise: they keep a small live
 // heap and allocate fast, so at the default (100) the collector takes about a quarter of
-// their CPU (BENCHMARKS.md). Their peak memory about doubles, to around 100 MB.
+// their CPU (BENCHMARKS.md). Their peak memory about doubles, to 100-150 MB.
 func batchGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
