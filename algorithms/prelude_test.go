@@ -57,6 +57,17 @@ func TestPreludeRounding(t *testing.T) {
 		}
 		pairs = append(pairs, pair{a, b})
 	}
+	// The quotients a double division is most likely to round up to the next integer:
+	// just below a multiple of b, with a near 2^53 and b of every size.
+	for range 300 {
+		b := r.Int64N(1<<uint(1+r.IntN(52))) + 1
+		k := (1<<53 - r.Int64N(1<<uint(r.IntN(50)))) / b
+		a := k*b - 1 - r.Int64N(min(b, 4))
+		if r.IntN(2) == 0 {
+			a = -a
+		}
+		pairs = append(pairs, pair{a, b})
+	}
 	argv := []string{strconv.Itoa(len(xs))}
 	var want []int64
 	for _, x := range xs {

@@ -42,17 +42,14 @@ local function floor(x)
   return x - x % 1
 end
 
--- idiv returns floor(a / b) exactly for integers |a| <= 2^53 and b > 0: the quotient of
--- two doubles may round up to the next integer, so the guess is corrected.
+-- idiv returns floor(a / b) exactly for integers |a| <= 2^53 and 1 <= b <= 2^53. The
+-- quotient of two doubles is correctly rounded, and it never rounds up to the next integer:
+-- with n = floor(a / b) < a / b, n + 1 - a / b >= 1 / b, while rounding moves a quotient q
+-- by at most half its ulp, less than q / 2^53 = a / (b * 2^53) <= 1 / b. (Negative a: the
+-- same, towards zero.) So its floor, written out as in floor, is exact.
 local function idiv(a, b)
   local q = a / b
-  q = q - q % 1
-  if q * b > a then
-    q = q - 1
-  elseif (q + 1) * b <= a then
-    q = q + 1
-  end
-  return q
+  return q - q % 1
 end
 
 -- cdiv returns ceil(a / b) exactly for integers a >= 0 and b > 0 with a + b <= 2^53.
@@ -84,7 +81,8 @@ local function ttl_ms(us)
   if us < 0 then
     us = 0
   end
-  return idiv(us + TTL_SLACK + 999, 1000) + 1
+  local q = (us + TTL_SLACK + 999) / 1000
+  return q - q % 1 + 1
 end
 
 local function expire_us(key, us)
