@@ -1,11 +1,13 @@
 package luahost
 
 import (
+	"crypto/sha1"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/ast"
@@ -23,11 +25,60 @@ const (
 	tostrLocal  = "(tostring)"
 )
 
-// compile parses and compiles src as a Redis script chunk named name.
+// protos holds the chunks compiled last, by name and source. A FunctionProto is
+// read-only once compiled, so Lua states (of one host or of many, on any goroutine) share
+// it: a script loaded on many hosts, as every simulation, probe worker and verify check
+// loads the engine script, is compiled once. Errors are not kept.
+var protos struct {
+	sync.Mutex
+	m     map[[sha1.Size]byte]*lua.FunctionProto
+	order [][sha1.Size]byte // oldest first
+}
+
+// protoCacheSize bounds protos: a process that loads ever new scripts (a server reloading
+// its policies) keeps only the latest.
+const protoCacheSize = 16
+
+// compile returns src compiled as a Redis script chunk named name (see compileChunk),
+// from protos when it was compiled lately.
+func compile(src, name string) (*lua.FunctionProto, error) {
+	h := sha1.New()
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write([]byte(src))
+	var key [sha1.Size]byte
+	h.Sum(key[:0])
+	protos.Lock()
+	p, ok := protos.m[key]
+	protos.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := compileChunk(src, name)
+	if err != nil {
+		return nil, err
+	}
+	protos.Lock()
+	defer protos.Unlock()
+	if protos.m == nil {
+		protos.m = map[[sha1.Size]byte]*lua.FunctionProto{}
+	}
+	if _, ok := protos.m[key]; !ok {
+		if len(protos.order) == protoCacheSize {
+			delete(protos.m, protos.order[0])
+			protos.order = append(protos.order[:0], protos.order[1:]...)
+		}
+		protos.m[key] = p
+		protos.order = append(protos.order, key)
+	}
+	return p, nil
+}
+
+// compileChunk parses and compiles src as a Redis script chunk named name.
 // Concatenations are rewritten so that numbers become strings as Lua 5.1
 // makes them ("%.14g"), not as gopher-lua does (Go's shortest form, and every
 // integral value in full).
-func compile(src, name string) (*lua.FunctionProto, error) {
+func compileChunk(src, name string) (*lua.FunctionProto, error) {
 	chunk, err := parse.Parse(strings.NewReader(src), name)
 	if err != nil {
 		return nil, err

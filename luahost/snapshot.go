@@ -50,3 +50,49 @@ func (e *entry) clone() *entry {
 	}
 	return &c
 }
+
+// KeyCopy is a copy of some of a host's keys, taken by Host.CopyKeys and made another
+// host's keyspace by Host.ReplaceKeys: a script that reads only those keys answers from it
+// on the other host as it would have on the first (verify's probes, run beside the
+// simulation that takes them).
+type KeyCopy struct {
+	keys    []string
+	entries []*entry
+}
+
+// CopyKeys returns a copy of those of keys the host holds at its clock's now, each with
+// its value and TTL; later changes to the host do not show in it. It changes nothing on
+// the host: not a key's expiry, nor the state eviction keeps.
+func (h *Host) CopyKeys(keys ...string) *KeyCopy {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.clock.Now().UnixMilli()
+	c := &KeyCopy{}
+	for _, k := range keys {
+		e := h.ks.m[k]
+		if e == nil || e.expires && now > e.expireAt {
+			continue
+		}
+		e = e.clone()
+		e.size, e.slot = 0, -1 // accounted anew by the host it is put on
+		c.keys = append(c.keys, k)
+		c.entries = append(c.entries, e)
+	}
+	return c
+}
+
+// ReplaceKeys makes c the host's whole keyspace: every key the host held is deleted and
+// c's keys are added, with their TTLs, counted against the host's memory as any key is
+// (the cap is not enforced: nothing is evicted to make room). c stays usable.
+func (h *Host) ReplaceKeys(c *KeyCopy) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range h.ks.m {
+		h.ks.del(k)
+	}
+	now := h.clock.Now().UnixMilli()
+	for i, k := range c.keys {
+		e := c.entries[i].clone()
+		h.ks.add(k, e, now)
+	}
+}
