@@ -14,9 +14,10 @@ import (
 // order the checks are listed, which is the order a single worker runs them in.
 
 // WithWorkers sets how many checks Check runs at once, each on hosts of its own
-// (default runtime.GOMAXPROCS(0); n < 1 counts as 1). The findings are the same, byte
-// for byte, whatever n is. With one worker, Check runs every check on its caller's
-// goroutine.
+// (default runtime.GOMAXPROCS(0); n < 1 counts as 1), and how many goroutines a Simulate
+// uses: its own, and n - 1 that run its probes beside it (see Simulate). Findings and
+// reports are the same, byte for byte, whatever n is. With one worker, Check runs every
+// check, and Simulate every probe, on its caller's goroutine.
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
 // CheckProgress is how far a Check has got.

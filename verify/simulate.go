@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ type options struct {
 	duration time.Duration
 	clients  int
 	observe  func(at time.Time, source string, attrs map[string]string, d *engine.Decision)
-	// workers and checkProgress are Check's: see WithWorkers and WithCheckProgress.
+	// workers is Check's and Simulate's (WithWorkers), checkProgress Check's.
 	workers       int
 	checkProgress func(CheckProgress)
 }
@@ -67,7 +68,8 @@ func WithObserver(f func(at time.Time, source string, attrs map[string]string, d
 // seed give the same report, byte for byte. A request with a hold releases what it holds
 // (concurrency leases) hold after it was allowed. Every denial with a finite retry-after
 // is probed at the advised instant with a peek (which charges nothing), to measure whether
-// retrying then would have passed.
+// retrying then would have passed; the probes run on other goroutines (WithWorkers), each
+// on a copy of the keys it reads, and count as they would in line.
 //
 // With WithTrace the trace's records are the traffic, each counted under its source; the
 // scenario, when not nil, selects the policy and supplies the expectations. With a trace
@@ -135,6 +137,11 @@ func Simulate(cfg *dsl.Config, s *dsl.Scenario, opts ...Option) (*Report, error)
 		return nil, err
 	}
 	sm.startEngine(plan, s)
+	workers := o.workers
+	if workers == 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	sm.startProbes(plan, s, workers-1)
 	if err := sm.run(o.progress); err != nil {
 		return nil, err
 	}
@@ -176,6 +183,7 @@ type sim struct {
 	host   *luahost.Host
 	eng    *engine.Engine
 	peek   *engine.Engine // probes: the engine on Redis itself, without faults
+	probes *probeWorkers  // nil: probes run in line
 	faults *faultBackend  // nil when the scenario declares no fault
 	capped bool           // the scenario gives the simulated Redis a maxmemory
 	origin int64          // µs since the epoch of virtual time 0
@@ -249,6 +257,7 @@ type pendingReq struct {
 	n     int64
 	d     *engine.Decision
 	rule  *ruleState // probe: the deciding rule
+	keys  []string   // probe beside the run (probeWorkers): the keys the denial read
 }
 
 func newSim(plan *engine.Plan, cfg *dsl.Config, r *Report) (*sim, error) {
@@ -282,10 +291,7 @@ func newSim(plan *engine.Plan, cfg *dsl.Config, r *Report) (*sim, error) {
 // declares faults, through a faultBackend with sc's deadline and breaker; with sc's deny
 // cache either way.
 func (s *sim) startEngine(plan *engine.Plan, sc *dsl.Scenario) {
-	settings := dsl.DefaultEngine
-	if sc != nil {
-		settings = sc.Engine
-	}
+	settings := engineSettings(sc)
 	if settings.MaxMemory > 0 {
 		// The simulated Redis with a maxmemory: a host of its own, the script loaded.
 		policy, _ := luahost.ParseEvictionPolicy(settings.Eviction) // dsl validated it
@@ -322,6 +328,14 @@ func (s *sim) startEngine(plan *engine.Plan, sc *dsl.Scenario) {
 		}
 		s.r.Faults = append(s.r.Faults, f.rep)
 	}
+}
+
+// engineSettings returns sc's engine block, or the defaults for a trace without a scenario.
+func engineSettings(sc *dsl.Scenario) dsl.EngineSettings {
+	if sc == nil {
+		return dsl.DefaultEngine
+	}
+	return sc.Engine
 }
 
 func engineReport(e dsl.EngineSettings) *EngineReport {
@@ -422,12 +436,24 @@ func (s *sim) run(progress func(done, total time.Duration)) error {
 			s.inflight(ev.req.d, ev.req.attrs, ev.req.n, -1)
 			err = s.release(ctx, ev.req.d)
 		case evProbe:
-			err = s.probe(ctx, ev.req)
+			err = s.probe(ctx, ev.at, ev.req)
 		case evArrival:
 			err = s.arrive(ctx, ev)
 		}
 		if err != nil {
+			if s.probes != nil {
+				// The probes queued came before this event: the first of them to fail
+				// is the run's error.
+				if perr := s.probes.finish(s); perr != nil {
+					return perr
+				}
+			}
 			return fmt.Errorf("verify: at %s: %w", time.Duration(ev.at-s.origin)*time.Microsecond, err)
+		}
+	}
+	if s.probes != nil {
+		if err := s.probes.finish(s); err != nil {
+			return err
 		}
 	}
 	if s.faults != nil {
@@ -675,8 +701,14 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 				// The advice of the local fallback is about its own state, not Redis's.
 				tr.Retry.Advised++
 				rep.Retry.Advised++
-				s.sched.push(&event{at: at + d.RetryAfter.Microseconds(), kind: evProbe,
-					req: &pendingReq{tr: ts, attrs: attrs, n: n, rule: rs}})
+				req := &pendingReq{tr: ts, attrs: attrs, n: n, rule: rs}
+				if s.probes != nil {
+					req.keys = make([]string, len(d.Rules))
+					for j := range d.Rules {
+						req.keys[j] = d.Rules[j].Key
+					}
+				}
+				s.sched.push(&event{at: at + d.RetryAfter.Microseconds(), kind: evProbe, req: req})
 			}
 		}
 		if !onRedis {
@@ -715,17 +747,34 @@ func (s *sim) inflight(d *engine.Decision, attrs engine.Attrs, n int64, sign int
 	}
 }
 
-// probe peeks at a denied request's advised retry instant: would it pass now?
-func (s *sim) probe(ctx context.Context, req *pendingReq) error {
+// probe peeks at a denied request's advised retry instant: would it pass now? With probe
+// workers it queues the probe for them (probeWorkers).
+func (s *sim) probe(ctx context.Context, at int64, req *pendingReq) error {
+	if s.probes != nil {
+		s.probes.send(s, at, req)
+		return nil
+	}
 	d, err := s.peek.Peek(ctx, req.attrs)
+	ok, err := s.passes(req, d, err)
+	if ok {
+		req.tr.rep.Retry.Honoured++
+		req.rule.rep.Retry.Honoured++
+	}
+	return err
+}
+
+// passes reports whether the denied request req, peeked at as d (or err) at its advised
+// instant, would pass then: every enforcing rule has room for its cost. A peek that a
+// full, non-evicting Redis refused tells nothing: false, and no error.
+func (s *sim) passes(req *pendingReq, d *engine.Decision, err error) (bool, error) {
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := degraded(d); err != nil {
 		if s.capped && engine.Classify(d.Err) == engine.ClassBackend {
-			return nil // a peek of a full, non-evicting Redis tells nothing
+			return false, nil
 		}
-		return err
+		return false, err
 	}
 	for i := range d.Rules {
 		rr := &d.Rules[i]
@@ -734,12 +783,10 @@ func (s *sim) probe(ctx context.Context, req *pendingReq) error {
 		}
 		rs := s.rule(rr)
 		if rs != nil && rr.Remaining < rs.cost(req.attrs, req.n) {
-			return nil
+			return false, nil
 		}
 	}
-	req.tr.rep.Retry.Honoured++
-	req.rule.rep.Retry.Honoured++
-	return nil
+	return true, nil
 }
 
 func (tr *TrafficReport) addDeniedBy(policy, rule string) {

@@ -51,8 +51,10 @@ func Scenarios(cfg *dsl.Config, name string, trace bool) ([]*dsl.Scenario, error
 func SimulateAll(cfg *dsl.Config, scenarios []*dsl.Scenario, opts []verify.Option, jobs int, progress func(i int, done, total time.Duration)) ([]*verify.Report, error) {
 	reports := make([]*verify.Report, len(scenarios))
 	errs := make([]error, len(scenarios))
+	// Each scenario's probes share what cores the scenarios running at once leave.
+	o := append(opts[:len(opts):len(opts)], verify.WithWorkers(max(1, jobs/max(1, len(scenarios)))))
 	simulate := func(i int) {
-		o := opts
+		o := o
 		if progress != nil {
 			o = append(o[:len(o):len(o)], verify.WithProgress(func(done, total time.Duration) { progress(i, done, total) }))
 		}
