@@ -59,10 +59,11 @@ Flags:
   -trace FILE     replay recorded traffic (JSON Lines or CSV, see below) instead of the
                   scenario's; with -scenario, that scenario's policy and expectations
                   apply, otherwise every policy in the files does
-  -j N            scenarios simulated at once (default: the cores Go may use,
-                  GOMAXPROCS); a scenario's requests meet one Redis, one breaker and one
-                  deny cache in order, so each scenario runs on one core; the reports
-                  are the same for every N
+  -j N            cores to use (default: the cores Go may use, GOMAXPROCS): up to N
+                  scenarios at once; a scenario's requests meet one Redis, one breaker
+                  and one deny cache in order, on one core, and the cores its share of
+                  N leaves run its retry-after probes beside it; the reports are the
+                  same for every N
   -json           print each report as one line of JSON instead of text
   -check          exit 1 when an expectation fails
   -plot OUT.svg   draw allowed, denied and the limit over time as an SVG image (with
