@@ -3,7 +3,9 @@
 //
 // Every algorithm is a Lua file written to one contract (see lua/dispatch.lua): check
 // performs no writes and returns allowed, remaining, retry-after, reset-after and limit;
-// commit applies the charge with a TTL; refund, when present, undoes one. Assemble joins
+// commit applies the charge with a TTL; refund, when present, undoes one. A built-in's
+// check, when it allows a charge, also returns the remaining and reset-after a peek would
+// report, which a denied stack reports for the rule without checking it again. Assemble joins
 // a prelude, the algorithms and the dispatcher into one script with a stable SHA1, so a
 // request's stacked rules are decided in one atomic call, all or nothing.
 //

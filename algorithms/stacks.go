@@ -11,11 +11,15 @@ const unrolledStacks = 4
 
 // writeStacks writes stack2 .. stack<unrolledStacks>: stack<n>(KEYS, ARGV, now, server_now)
 // decides a check of n compiled rules whose records are complete (see dispatch.lua) as the
-// dispatcher's general path does (check every rule, then charge all or none, peeking at the
-// rules that would have allowed when one denies), with every rule's values in locals
-// instead of the general path's tables. It returns nil, having touched nothing, for any
-// call it does not take (a record not complete, a bad cost, repeated keys, another ARGV
-// length): the general path then parses the call and reports what is wrong.
+// dispatcher's general path does (check every rule, then charge all or none, reporting the
+// rules that would have allowed as a peek when one denies), with every rule's values in
+// locals instead of the general path's tables. It returns nil, having touched nothing, for
+// any call it does not take (a record not complete, a bad cost, repeated keys, another
+// ARGV length): the general path then parses the call and reports what is wrong.
+//
+// Complete records are built-ins', whose check, when it allows a charge, returns after its
+// write the remaining and reset_after that a peek (check with cost 0) would return: a
+// denied stack reports those, where the general path checks the rule again.
 //
 // It then writes stack(KEYS, ARGV, n, now, server_now), which calls stack<n>, or returns nil
 // for other n.
@@ -58,7 +62,7 @@ func writeStack(b *strings.Builder, n int) {
 	}
 	fmt.Fprintf(b, "if %s then\nreturn\nend\n", strings.Join(same, " or "))
 	for r := 1; r <= n; r++ {
-		fmt.Fprintf(b, "local ok%[1]d, re%[1]d, ra%[1]d, rs%[1]d, li%[1]d, w%[1]d = c%[1]d[9](k%[1]d, now, n%[1]d, c%[1]d[3])\n", r)
+		fmt.Fprintf(b, "local ok%[1]d, re%[1]d, ra%[1]d, rs%[1]d, li%[1]d, w%[1]d, pr%[1]d, ps%[1]d = c%[1]d[9](k%[1]d, now, n%[1]d, c%[1]d[3])\n", r)
 	}
 	b.WriteString("local allowed, decider = 1, 0\n")
 	for r := 1; r <= n; r++ {
@@ -72,9 +76,9 @@ func writeStack(b *strings.Builder, n int) {
 	for r := 1; r <= n; r++ {
 		fmt.Fprintf(b, "if w%[1]d and n%[1]d > 0 then\nc%[1]d[10](k%[1]d, w%[1]d)\nend\n", r)
 	}
-	b.WriteString("else\nlocal _\n")
+	b.WriteString("else\n")
 	for r := 1; r <= n; r++ {
-		fmt.Fprintf(b, "if ok%[1]d == 1 and n%[1]d > 0 then\n_, re%[1]d, _, rs%[1]d = c%[1]d[9](k%[1]d, now, 0, c%[1]d[3])\nend\n", r)
+		fmt.Fprintf(b, "if ok%[1]d == 1 and n%[1]d > 0 then\nre%[1]d, rs%[1]d = pr%[1]d, ps%[1]d\nend\n", r)
 	}
 	fmt.Fprintf(b, "end\nreturn {allowed, decider, now, server_now, %s}\nend\n\n", each("ok#, re#, ra#, rs#, li#", ", "))
 }

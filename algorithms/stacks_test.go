@@ -91,3 +91,85 @@ func TestUnrolledStacksDecideAsTheGeneralPath(t *testing.T) {
 		t.Fatalf("a repeated key: unrolled %v, general %v; want the key error from both", gerr, werr)
 	}
 }
+
+// checkPeekProbe calls a built-in's check at ARGV[2] with cost ARGV[3] and parameters
+// ARGV[4..] and, when it allows a charge, check with cost 0 at the same instant: {1,
+// the remaining and reset_after the first returned for a peek, then the peek's allowed,
+// remaining and reset_after}; {0} otherwise.
+const checkPeekProbe = `
+local function probe(KEYS, ARGV)
+  bind()
+  local params, _, check = load_algorithm(ARGV[1])
+  local p = {}
+  for i = 1, #params do
+    local v = ARGV[3 + i]
+    if params[i] ~= 'str' then
+      v = tonumber(v)
+    end
+    p[i] = v
+  end
+  local now, cost = tonumber(ARGV[2]), tonumber(ARGV[3])
+  local ok, _, _, _, _, _, pr, ps = check(KEYS[1], now, cost, p)
+  if ok ~= 1 or cost == 0 then
+    return {0}
+  end
+  local ok0, re0, _, rs0 = check(KEYS[1], now, 0, p)
+  return {1, pr, ps, ok0, re0, rs0}
+end
+return probe(KEYS, ARGV)
+`
+
+// Every built-in's check, when it allows a charge, also returns the remaining and
+// reset_after of a peek at the same instant (which a denied unrolled stack reports for
+// its rules that would have allowed): exactly what check with cost 0 returns, over random
+// traffic that moves each key through its states, client clocks that go back included.
+func TestCheckReturnsItsPeek(t *testing.T) {
+	s := Default()
+	params := map[string][]int64{"concurrency": {3, 2_000_000, 0}}
+	for name, p := range stackParams {
+		params[name] = p
+	}
+	r := rand.New(rand.NewPCG(9, 4))
+	ctx := context.Background()
+	for _, a := range builtin {
+		h := luahost.New()
+		allowed := 0
+		now := int64(1_800_000_000_000_000)
+		for i := range 1500 {
+			now += int64(r.IntN(500_000)) - 50_000 // sometimes behind: a client clock
+			cost := int64(r.IntN(4))
+			rule := Rule{Key: "k", Algorithm: a, Cost: cost, Params: params[a.Name], Lease: fmt.Sprintf("l%d", i)}
+			argv := []string{a.Name, fmt.Sprint(now), fmt.Sprint(cost)}
+			for j, v := range rule.Params {
+				if a.isLeaseSlot(j) {
+					argv = append(argv, rule.Lease)
+				} else {
+					argv = append(argv, fmt.Sprint(v))
+				}
+			}
+			got, err := h.Eval(ctx, s.Body+checkPeekProbe, []string{"k"}, argv)
+			if err != nil {
+				t.Fatalf("%s: %v", a.Name, err)
+			}
+			if v := got.([]any); v[0] == int64(1) {
+				allowed++
+				if v[3] != int64(1) || v[1] != v[4] || v[2] != v[5] {
+					t.Fatalf("%s at %d, cost %d: check returned peek remaining %v, reset %v; a peek returns allowed %v, remaining %v, reset %v",
+						a.Name, now, cost, v[1], v[2], v[3], v[4], v[5])
+				}
+			}
+			// Then the call itself, which moves the key on.
+			c := Call{Op: OpCheck, Now: now, Rules: []Rule{rule}}
+			args, err := c.Argv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.Eval(ctx, s.Source, c.Keys(), args); err != nil {
+				t.Fatalf("%s: %v", a.Name, err)
+			}
+		}
+		if allowed < 100 {
+			t.Errorf("%s: only %d of the calls allowed a charge", a.Name, allowed)
+		}
+	}
+}

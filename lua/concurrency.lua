@@ -102,10 +102,11 @@ function check(key, now, cost, p)
     return 0, nonneg(max - active), -1, reset, max
   end
   if active + cost <= max then
+    local peek = reset
     if cost > 0 and reset < ttl then
       reset = ttl
     end
-    return 1, max - active - cost, 0, reset, max, {now, ttl, p[3], cost, reset}
+    return 1, max - active - cost, 0, reset, max, {now, ttl, p[3], cost, reset}, max - active, peek
   end
   return 0, nonneg(max - active), expiring(key, now, active + cost - max, hs) - now, reset, max
 end

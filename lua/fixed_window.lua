@@ -46,10 +46,11 @@ function check(key, now, cost, p)
     return 0, nonneg(limit - n), -1, reset, limit
   end
   if n + cost <= limit then
+    local peek = reset
     if cost > 0 then
       reset = to_end
     end
-    return 1, limit - n - cost, 0, reset, limit, {win, n + cost, to_end}
+    return 1, limit - n - cost, 0, reset, limit, {win, n + cost, to_end}, limit - n, peek
   end
   return 0, nonneg(limit - n), to_end, reset, limit
 end

@@ -83,11 +83,13 @@ function check(key, now, cost, p)
   end
   local d2 = d + cost * period
   if d2 <= cap then
+    local peek = reset
     reset = d2
     if rate ~= 1 then
       reset = cdiv(d2, rate)
     end
-    return 1, idiv(cap - d2, period), 0, reset, burst, {now, d2, rate, reset}
+    local remaining = idiv(cap - d2, period)
+    return 1, remaining, 0, reset, burst, {now, d2, rate, reset}, remaining + cost, peek
   end
   local retry = d2 - cap
   if rate ~= 1 then

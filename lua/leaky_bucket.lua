@@ -49,7 +49,8 @@ function check(key, now, cost, p)
   local l2 = l + cost * period
   if l2 <= full then
     local reset = skew + cdiv(l2, rate)
-    return 1, idiv(full - l2, period), 0, reset, capacity, {l2, t, reset}
+    local remaining = idiv(full - l2, period)
+    return 1, remaining, 0, reset, capacity, {l2, t, reset}, remaining + cost, skew + cdiv(l, rate)
   end
   return 0, idiv(full - l, period), skew + cdiv(l2 - full, rate), skew + cdiv(l, rate), capacity
 end

@@ -155,10 +155,11 @@ function check(key, now, cost, p)
     return 0, nonneg(limit - count), -1, reset, limit
   end
   if count + cost <= limit then
+    local peek = reset
     if cost > 0 and reset < window then
       reset = window
     end
-    return 1, limit - count - cost, 0, reset, limit, {now, window, cost, reset, last, log ~= nil, lb, lc, lt}
+    return 1, limit - count - cost, 0, reset, limit, {now, window, cost, reset, last, log ~= nil, lb, lc, lt}, limit - count, peek
   end
   local need = count + cost - limit
   local at

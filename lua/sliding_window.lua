@@ -66,10 +66,12 @@ function check(key, now, cost, p)
     return 0, nonneg(limit - cur - used), -1, reset, limit
   end
   if weight + (cur + cost) * window <= limit * window then
+    local peek = reset
     if cost > 0 then
       reset = 2 * window - te
     end
-    return 1, nonneg(limit - cur - cost - used), 0, reset, limit, {win, cur + cost, prev, 2 * window - te}
+    -- Allowed: used <= limit - cur - cost, so the counts below are not negative.
+    return 1, limit - cur - cost - used, 0, reset, limit, {win, cur + cost, prev, 2 * window - te}, limit - cur - used, peek
   end
   -- Denied. First try later in this window: prev's weight must fall to (limit - cur - cost).
   local room = limit - cur - cost

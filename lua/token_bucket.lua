@@ -50,7 +50,8 @@ function check(key, now, cost, p)
   if l >= c then
     local l2 = l - c
     local reset = skew + cdiv(full - l2, rate)
-    return 1, idiv(l2, period), 0, reset, capacity, {l2, t, reset}
+    local remaining = idiv(l2, period)
+    return 1, remaining, 0, reset, capacity, {l2, t, reset}, remaining + cost, skew + cdiv(full - l, rate)
   end
   return 0, idiv(l, period), skew + cdiv(c - l, rate), skew + cdiv(full - l, rate), capacity
 end
