@@ -77,10 +77,11 @@ func IsBuiltin(a *Algorithm) bool { return slices.Contains(builtin, a) }
 // call under EVAL, once per library load under FCALL, where a call then finds its rule in
 // one table lookup. A name other than "@k" with k a rule's index in decimal is refused and
 // never kept, so calls cannot grow the cache. Rules are found by a balanced tree of
-// comparisons, so a plan's size costs log2(rules) comparisons on first use.
+// comparisons, so a plan's size costs log2(rules) comparisons on first use. ready holds the
+// records that are complete (see dispatch.lua's rule_at), by the same names.
 func compiledRules(rules []*Compiled) string {
 	var b strings.Builder
-	b.WriteString("local compiled = {}\nlocal function compiled_rule(name)\nlocal c = compiled[name]\nif c then\nreturn c\nend\n")
+	b.WriteString("local compiled, ready = {}, {}\nlocal function compiled_rule(name)\nlocal c = compiled[name]\nif c then\nreturn c\nend\n")
 	if len(rules) > 0 {
 		b.WriteString("local k = tonumber(string.sub(name, 2))\nif k == nil or k % 1 ~= 0 or k < 1 or k > " + strconv.Itoa(len(rules)) + " or name ~= string.format('@%d', k) then\nreturn\nend\n")
 		writeRuleTree(&b, rules, 1, len(rules))

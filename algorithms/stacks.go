@@ -50,8 +50,9 @@ func writeStack(b *strings.Builder, n int) {
 	fmt.Fprintf(b, "if #ARGV ~= %d then\nreturn\nend\n", 6+2*n)
 	for r := 1; r <= n; r++ {
 		a := 5 + 2*r
-		fmt.Fprintf(b, "local c%d, n%d = compiled[ARGV[%d]], tonumber(ARGV[%d])\n", r, r, a, a+1)
-		fmt.Fprintf(b, "if not (c%[1]d and c%[1]d[12] and n%[1]d and n%[1]d %% 1 == 0 and n%[1]d >= 0 and n%[1]d <= MAX_INT) then\nreturn\nend\n", r)
+		fmt.Fprintf(b, "local c%d, n%d = ready[ARGV[%d]], ARGV[%d]\n", r, r, a, a+1)
+		fmt.Fprintf(b, "if n%[1]d == '1' then\nn%[1]d = 1\nelseif n%[1]d == '0' then\nn%[1]d = 0\nelse\nn%[1]d = int_arg(n%[1]d, 0)\nend\n", r)
+		fmt.Fprintf(b, "if not (c%[1]d and n%[1]d) then\nreturn\nend\n", r)
 	}
 	fmt.Fprintf(b, "local %s = %s\n", each("k#", ", "), each("KEYS[#]", ", "))
 	var same []string

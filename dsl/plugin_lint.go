@@ -286,7 +286,7 @@ func (c *luaChecker) lintReturns(stmts []ast.Stmt) {
 	for _, st := range stmts {
 		switch st := st.(type) {
 		case *ast.ReturnStmt:
-			if problem := returnProblem(st.Exprs); problem != "" {
+			if problem := returnProblem(st.Exprs, c.alg != nil && algorithms.IsBuiltin(c.alg)); problem != "" {
 				c.diags = append(c.diags, errorf(c.at(st), "Plugin check returns the wrong shape", "This return of check gives %s. The dispatcher denies only when allowed is 0 (so false or nil would allow), reads the first five values as integers and passes a sixth to commit: check must %s.", problem, algorithms.CheckContract))
 			}
 		case *ast.DoBlockStmt:
@@ -309,8 +309,10 @@ func (c *luaChecker) lintReturns(stmts []ast.Stmt) {
 // checkReturnFields names check's return values, as algorithms.CheckContract does.
 var checkReturnFields = []string{"allowed", "remaining", "retry_after_us", "reset_after_us", "limit", "pending"}
 
-// returnProblem says what is wrong with a return of check's values exprs, or "".
-func returnProblem(exprs []ast.Expr) string {
+// returnProblem says what is wrong with a return of check's values exprs, or "". A
+// built-in's check may also return, after pending, a peek's remaining and reset (see
+// algorithms' stacks.go): eight values.
+func returnProblem(exprs []ast.Expr, builtin bool) string {
 	n, open := len(exprs), false // open: the last value is a call or ..., which gives any number
 	if n > 0 {
 		switch e := exprs[n-1].(type) {
@@ -327,7 +329,7 @@ func returnProblem(exprs []ast.Expr) string {
 		return fmt.Sprintf("at least %d values", n-1)
 	case !open && n == 1:
 		return "1 value"
-	case !open && n != 5 && n != 6:
+	case !open && n != 5 && n != 6 && !(builtin && n == 8):
 		return fmt.Sprintf("%d values", n)
 	}
 	var bad []string

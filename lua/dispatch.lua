@@ -37,14 +37,6 @@
 -- (built-in algorithms, compiled rules), and a plugin's file runs afresh on every call as
 -- under EVAL, so nothing a plugin keeps outlives its call.
 
-local function int_arg(s, min)
-  local v = tonumber(s)
-  if v == nil or v % 1 ~= 0 or v < min or v > MAX_INT then
-    return nil
-  end
-  return v
-end
-
 -- rule_at parses the rule whose values start at ARGV[a], rule r of the call, using
 -- `loaded` for the algorithms the call instantiates (six values each at i .. i+5: name,
 -- params, validate, check, commit, refund). It returns the rule's check, commit and refund
@@ -126,7 +118,7 @@ local function rule_at(ARGV, r, a, loaded)
     p[j] = v
   end
   -- A shared record's constants are validated once, the first time it is used; it is then
-  -- complete (c[12]).
+  -- complete (c[12]), and kept in ready under its name.
   if validate and not (c and c[5] and c[12]) then
     local err = validate(p)
     if err then
@@ -135,6 +127,7 @@ local function rule_at(ARGV, r, a, loaded)
   end
   if c and c[5] then
     c[12] = true
+    ready[ARGV[a]] = c
   end
   return check, commit, refund, cost, shadow, p, a + width + m
 end
@@ -166,7 +159,7 @@ local function main(KEYS, ARGV)
 
   -- The server clock is read once, before any write.
   local t = call('TIME')
-  local server_now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local server_now = t[1] * 1000000 + t[2] -- TIME's strings, as numbers by arithmetic
   local now = server_now
   if ARGV[3] ~= '' then
     now = int_arg(ARGV[3], 0)
@@ -207,11 +200,19 @@ local function main(KEYS, ARGV)
     local check, commit, refund, cost, shadow, p
     -- A compiled rule whose record is complete (a built-in's, nothing varying per
     -- request, validated on its first call) is found in one lookup, under FCALL where
-    -- the records outlive a call. Its cost is int_arg's, written out.
-    local c = compiled[ARGV[7]]
-    if c and c[12] and #ARGV == 8 then
-      cost = tonumber(ARGV[8])
-      if cost and cost % 1 == 0 and cost >= 0 and cost <= MAX_INT then
+    -- the records outlive a call. Its cost is int_arg's, a request's "1" and a peek's
+    -- "0" told without parsing.
+    local c = ready[ARGV[7]]
+    if c and #ARGV == 8 then
+      cost = ARGV[8]
+      if cost == '1' then
+        cost = 1
+      elseif cost == '0' then
+        cost = 0
+      else
+        cost = int_arg(cost, 0)
+      end
+      if cost then
         check, commit, refund, shadow, p = c[9], c[10], c[11], c[2], c[3]
       end
     end
@@ -259,8 +260,8 @@ local function main(KEYS, ARGV)
   local loaded
   local a = 7
   for r = 1, n do
-    local c = compiled[ARGV[a]]
-    if c and c[12] then
+    local c = ready[ARGV[a]]
+    if c then
       local cost = int_arg(ARGV[a + 1], 0)
       if cost == nil then
         return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')

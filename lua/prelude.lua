@@ -36,6 +36,15 @@ local function bind()
   call, redis_pcall, tonumber, type = redis.call, redis.pcall, _G.tonumber, _G.type
 end
 
+-- int_arg returns the integer in [min, 2^53] that the ARGV value s spells, or nil.
+local function int_arg(s, min)
+  local v = tonumber(s)
+  if v == nil or v % 1 ~= 0 or v < min or v > MAX_INT then
+    return nil
+  end
+  return v
+end
+
 -- floor rounds x down to an integer. x - x % 1 is exact for every double and runs in the
 -- VM, with no library call.
 local function floor(x)
