@@ -488,7 +488,8 @@ func (e *Engine) groups(rules []pending) []group {
 			j++
 		}
 		if j == len(gs) {
-			gs = append(gs, group{client: rules[i].client, slot: slot})
+			// Room for every rule left: most requests make one group.
+			gs = append(gs, group{client: rules[i].client, slot: slot, idx: make([]int, 0, len(rules)-i)})
 		}
 		gs[j].idx = append(gs[j].idx, i)
 		if rules[i].client {
