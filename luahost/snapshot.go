@@ -67,7 +67,7 @@ func (h *Host) CopyKeys(keys ...string) *KeyCopy {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.clock.Now().UnixMilli()
-	c := &KeyCopy{}
+	c := &KeyCopy{keys: make([]string, 0, len(keys)), entries: make([]*entry, 0, len(keys))}
 	for _, k := range keys {
 		e := h.ks.m[k]
 		if e == nil || e.expires && now > e.expireAt {
