@@ -3,7 +3,6 @@ package verify
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"slices"
@@ -401,19 +400,7 @@ func TestSimulateFaultsDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		js, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b bytes.Buffer
-		b.Write(js)
-		if err := r.WriteText(&b); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.WriteSVG(&b); err != nil {
-			t.Fatal(err)
-		}
-		return b.Bytes()
+		return report(t, r)
 	}
 	a := run()
 	if !bytes.Equal(a, run()) {

@@ -2,30 +2,11 @@ package verify
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// report renders r as every output of rlctl simulate does: JSON, text and SVG.
-func report(t *testing.T, r *Report) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	js, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Write(js)
-	if err := r.WriteText(&b); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.WriteSVG(&b); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
 
 // Probes run beside the simulation give the report that probes run in line give, byte
 // for byte, for every scenario of the example policies (faults, deny caches and
@@ -79,31 +60,14 @@ func TestProbesBesideSameError(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "careless_window.lua"), []byte(lua), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	hcl := `
-algorithm "careless_window" {
-  source   = "careless_window.lua"
-  params   = { limit = "count", window = "duration" }
-  commands = ["HMGET", "HSET", "PEXPIRE"]
-  doc      = "fixed_window whose peek fails."
-  guarantee "window" {
-    amount = param.limit
-    window = param.window
-    bound  = 2
-    why    = "a fixed window lets a burst straddle the window boundary"
-  }
-}
-
-policy "p" {
-  rule "r" {
-    algorithm = "careless_window"
-    key       = request.user
-    limit     = 2
-    window    = "10s"
-  }
-}
-
+	// careless_window.hcl's algorithm and policy, with a scenario whose denials are probed.
+	policy, err := os.ReadFile("testdata/careless_window.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hcl := string(policy) + `
 scenario "s" {
-  policy   = "p"
+  policy   = "careless"
   duration = "1m"
   traffic "t" {
     clients = 5

@@ -35,6 +35,24 @@ func load(t testing.TB, paths ...string) *dsl.Config {
 	return cfg
 }
 
+// report renders r as every output of rlctl simulate does: JSON, text and SVG.
+func report(t *testing.T, r *Report) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	js, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Write(js)
+	if err := r.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
 // Every example policy's scenarios hold their expectations.
 func TestSimulateExamples(t *testing.T) {
 	t.Parallel()
@@ -79,20 +97,7 @@ func TestSimulateDeterministic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var b bytes.Buffer
-		js, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Write(js)
-		if err := r.WriteText(&b); err != nil {
-			t.Fatal(err)
-		}
-		var svg bytes.Buffer
-		if err := r.WriteSVG(&svg); err != nil {
-			t.Fatal(err)
-		}
-		return append(b.Bytes(), svg.Bytes()...)
+		return report(t, r)
 	}
 	a, b := run(), run()
 	if !bytes.Equal(a, b) {
