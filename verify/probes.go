@@ -35,9 +35,8 @@ type probeWorkers struct {
 // probeJob is one probe: the denied request, its instant and a copy of the keys it reads.
 type probeJob struct {
 	seq  int
-	at   int64 // µs since the epoch
-	req  *pendingReq
-	keys []string
+	at   int64       // µs since the epoch
+	req  *pendingReq // its keys: the denial's
 	data *luahost.KeyCopy
 }
 
@@ -84,7 +83,7 @@ func (s *sim) startProbes(plan *engine.Plan, sc *dsl.Scenario, n int) {
 					clock.Set(time.UnixMicro(j.at))
 					d, err := eng.Peek(context.Background(), j.req.attrs)
 					if err == nil {
-						err = readOnly(d, j.keys)
+						err = readOnly(d, j.req.keys)
 					}
 					pass, err := s.passes(j.req, d, err)
 					switch {
@@ -113,7 +112,7 @@ func readOnly(d *engine.Decision, keys []string) error {
 // send queues the probe of req at the current instant, with a copy of the keys it reads.
 func (p *probeWorkers) send(s *sim, at int64, req *pendingReq) {
 	p.seq++
-	p.batch = append(p.batch, &probeJob{seq: p.seq, at: at, req: req, keys: req.keys, data: s.host.CopyKeys(req.keys...)})
+	p.batch = append(p.batch, &probeJob{seq: p.seq, at: at, req: req, data: s.host.CopyKeys(req.keys...)})
 	if len(p.batch) == probeBatch {
 		p.jobs <- p.batch
 		p.batch = make([]*probeJob, 0, probeBatch)
