@@ -76,7 +76,7 @@ func cmdPexpireat(c *cmdCtx, args []string) any {
 func expireGeneric(c *cmdCtx, args []string, base int64, unit int64) any {
 	var nx, xx, gt, lt bool
 	for _, opt := range args[3:] {
-		switch lowerASCII(opt) {
+		switch lowerOption(opt) {
 		case "nx":
 			nx = true
 		case "xx":

@@ -246,7 +246,7 @@ func cmdLrem(c *cmdCtx, args []string) any {
 // for a missing key, -1 when pivot is not in the list.
 func cmdLinsert(c *cmdCtx, args []string) any {
 	var after bool
-	switch lowerASCII(args[2]) {
+	switch lowerOption(args[2]) {
 	case "after":
 		after = true
 	case "before":

@@ -49,7 +49,7 @@ const (
 func parseSetOptions(opts []string, getex bool) (flags int, expire string, err *ErrorReply) {
 	const anyExpire = setKeepTTL | setPersist | setEX | setPX | setEXAT | setPXAT
 	for j := 0; j < len(opts); j++ {
-		opt := lowerASCII(opts[j])
+		opt := lowerOption(opts[j])
 		hasNext := j < len(opts)-1
 		var flag int
 		switch opt {

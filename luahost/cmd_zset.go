@@ -22,7 +22,7 @@ func zaddGeneric(c *cmdCtx, args []string, flags int) any {
 	i := 2
 options:
 	for ; i < len(args); i++ {
-		switch lowerASCII(args[i]) {
+		switch lowerOption(args[i]) {
 		case "nx":
 			flags |= zaddNX
 		case "xx":
@@ -270,7 +270,7 @@ func zrangeGeneric(c *cmdCtx, args []string, kindOfRange, dir int) any {
 	offset, limit := int64(0), int64(-1)
 	for j := 4; j < len(args); j++ {
 		left := len(args) - j - 1
-		opt := lowerASCII(args[j])
+		opt := lowerOption(args[j])
 		switch {
 		case opt == "withscores":
 			withScores = true

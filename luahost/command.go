@@ -254,6 +254,26 @@ func lowerASCII(s string) string {
 	return s
 }
 
+// optionWords are the options commands take, by their upper-case spelling, which is how
+// scripts write them: lowerOption finds those without allocating.
+var optionWords = func() map[string]string {
+	m := map[string]string{}
+	for _, w := range []string{"nx", "xx", "gt", "lt", "ch", "incr", "get", "keepttl", "persist", "ex", "px",
+		"exat", "pxat", "withscores", "limit", "rev", "byscore", "bylex", "before", "after"} {
+		m[strings.ToUpper(w)] = w
+	}
+	return m
+}()
+
+// lowerOption is lowerASCII for a command's option, without allocating for the options
+// commands know spelt in upper case.
+func lowerOption(s string) string {
+	if w, ok := optionWords[s]; ok {
+		return w
+	}
+	return lowerASCII(s)
+}
+
 // equalFoldASCII reports whether a and b are equal ignoring ASCII case.
 func equalFoldASCII(a, b string) bool {
 	if len(a) != len(b) {
