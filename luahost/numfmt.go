@@ -34,9 +34,11 @@ func formatCG(f float64, prec int) string {
 		}
 		return "nan"
 	}
-	if f == math.Trunc(f) && math.Abs(f) < 1e14 {
+	if f == math.Trunc(f) && (math.Abs(f) < 1e14 || prec >= 17 && math.Abs(f) <= 1<<53) {
 		// Fast path: integers below 10^14 print as plain digits under
-		// both precisions (and -0 keeps its sign).
+		// both precisions, and under %.17g every integer a double holds
+		// exactly, up to 2^53 (16 digits; microsecond timestamps); -0
+		// keeps its sign.
 		if f == 0 && math.Signbit(f) {
 			return "-0"
 		}

@@ -28,6 +28,10 @@ func TestFormatCG(t *testing.T) {
 		{1e15, "1000000000000000", "1e+15"},
 		{1764472786000000, "1764472786000000", "1.764472786e+15"},
 		{1e16, "10000000000000000", "1e+16"},
+		{1 << 53, "9007199254740992", "9.007199254741e+15"},
+		{-(1 << 53), "-9007199254740992", "-9.007199254741e+15"},
+		{1<<53 - 1, "9007199254740991", "9.007199254741e+15"},
+		{1<<53 + 2, "9007199254740994", "9.007199254741e+15"},
 		{1e17, "1e+17", "1e+17"},
 		{1e20, "1e+20", "1e+20"},
 		{math.Pow(2, 63), "9.2233720368547758e+18", "9.2233720368548e+18"},
@@ -44,6 +48,14 @@ func TestFormatCG(t *testing.T) {
 		}
 		if got := formatG14(tc.f); got != tc.g14 {
 			t.Errorf("formatG14(%v) = %q, want %q", tc.f, got, tc.g14)
+		}
+	}
+	// The integers' fast path is the general %.17g for every integer up to 2^53.
+	r := rand.New(rand.NewPCG(1, 17))
+	for range 10000 {
+		f := math.Trunc((r.Float64()*2 - 1) * math.Ldexp(1, 40+r.IntN(14)))
+		if got, want := formatG17(f), strconv.FormatFloat(f, 'g', 17, 64); got != want {
+			t.Fatalf("formatG17(%v) = %q, want %q", f, got, want)
 		}
 	}
 }
