@@ -52,18 +52,21 @@ local function floor(x)
 end
 
 -- idiv returns floor(a / b) exactly for integers |a| <= 2^53 and 1 <= b <= 2^53. The
--- quotient of two doubles is correctly rounded, and it never rounds up to the next integer:
--- with n = floor(a / b) < a / b, n + 1 - a / b >= 1 / b, while rounding moves a quotient q
--- by at most half its ulp, less than q / 2^53 = a / (b * 2^53) <= 1 / b. (Negative a: the
--- same, towards zero.) So its floor, written out as in floor, is exact.
+-- quotient of two doubles is correctly rounded, and a quotient that is not whole never
+-- rounds up to the next integer: with n = floor(a / b), n + 1 - a / b >= 1 / b, while
+-- rounding moves a quotient q by at most half its ulp, less than q / 2^53 = a / (b * 2^53)
+-- <= 1 / b (half an ulp reaches q / 2^53 only at a power of two, which is whole). Negative
+-- a: the same, towards zero. So its floor, written out as in floor, is exact.
 local function idiv(a, b)
   local q = a / b
   return q - q % 1
 end
 
--- cdiv returns ceil(a / b) exactly for integers a >= 0 and b > 0 with a + b <= 2^53.
+-- cdiv returns ceil(a / b) exactly for integers a >= 0 and b > 0 with a + b <= 2^53:
+-- idiv(a + b - 1, b), written out.
 local function cdiv(a, b)
-  return idiv(a + b - 1, b)
+  local q = (a + b - 1) / b
+  return q - q % 1
 end
 
 -- nonneg clamps x below at 0.
