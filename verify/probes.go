@@ -24,10 +24,12 @@ import (
 // Probes run in line instead when a peek could answer from more than the keys: the
 // engine's deny cache, or a simulated Redis with a maxmemory (whose peek may be refused).
 type probeWorkers struct {
+	plan  *engine.Plan
 	jobs  chan []*probeJob // in batches, so that handing work over costs little per probe
 	batch []*probeJob      // the probes not yet handed over
 	wg    sync.WaitGroup
-	// tallies[w] is worker w's: set only by the worker, read once every worker is done.
+	// tallies[w] is worker w's, the last one the simulation's own as it helps drain the
+	// queue (finish): set only by its worker, read once every worker is done.
 	tallies []probeTally
 	seq     int
 }
@@ -66,37 +68,40 @@ func (s *sim) startProbes(plan *engine.Plan, sc *dsl.Scenario, n int) {
 	if n <= 0 || s.capped || engineSettings(sc).DenyCache > 0 {
 		return
 	}
-	p := &probeWorkers{jobs: make(chan []*probeJob, probeQueue), tallies: make([]probeTally, n)}
+	p := &probeWorkers{plan: plan, jobs: make(chan []*probeJob, probeQueue), tallies: make([]probeTally, n+1)}
 	for w := range n {
-		clock := luahost.NewManualClock(Epoch)
-		host := newHost(clock, s.script.Commands())
-		eng := engine.New(engine.NewLocal(host), plan, engine.WithClock(clock.Now), engine.WithTimeout(0))
-		t := &p.tallies[w]
-		t.passed = map[probeCount]int64{}
-		p.wg.Go(func() {
-			for batch := range p.jobs {
-				for _, j := range batch {
-					if t.err != nil {
-						continue // a later probe's outcome no longer matters
-					}
-					host.ReplaceKeys(j.data)
-					clock.Set(time.UnixMicro(j.at))
-					d, err := eng.Peek(context.Background(), j.req.attrs)
-					if err == nil {
-						err = readOnly(d, j.req.keys)
-					}
-					pass, err := s.passes(j.req, d, err)
-					switch {
-					case err != nil:
-						t.err, t.errSeq, t.errAt = err, j.seq, j.at
-					case pass:
-						t.passed[probeCount{j.req.tr, j.req.rule}]++
-					}
-				}
-			}
-		})
+		p.wg.Go(func() { p.work(s, w) })
 	}
 	s.probes = p
+}
+
+// work runs probes as they come, on a host and engine of its own, into tallies[w].
+func (p *probeWorkers) work(s *sim, w int) {
+	clock := luahost.NewManualClock(Epoch)
+	host := newHost(clock, s.script.Commands())
+	eng := engine.New(engine.NewLocal(host), p.plan, engine.WithClock(clock.Now), engine.WithTimeout(0))
+	t := &p.tallies[w]
+	t.passed = map[probeCount]int64{}
+	for batch := range p.jobs {
+		for _, j := range batch {
+			if t.err != nil {
+				continue // a later probe's outcome no longer matters
+			}
+			host.ReplaceKeys(j.data)
+			clock.Set(time.UnixMicro(j.at))
+			d, err := eng.Peek(context.Background(), j.req.attrs)
+			if err == nil {
+				err = readOnly(d, j.req.keys)
+			}
+			pass, err := s.passes(j.req, d, err)
+			switch {
+			case err != nil:
+				t.err, t.errSeq, t.errAt = err, j.seq, j.at
+			case pass:
+				t.passed[probeCount{j.req.tr, j.req.rule}]++
+			}
+		}
+	}
 }
 
 // readOnly checks that the peek d read only keys: the worker's host holds no other.
@@ -119,14 +124,17 @@ func (p *probeWorkers) send(s *sim, at int64, req *pendingReq) {
 	}
 }
 
-// finish waits for every probe and adds the ones that passed to the report, or returns
-// the error of the first probe that failed, as the simulation reports an error at its
-// instant.
+// finish runs the probes still queued, on the caller's goroutine too, and adds the ones
+// that passed to the report, or returns the error of the first probe that failed, as the
+// simulation reports an error at its instant.
 func (p *probeWorkers) finish(s *sim) error {
 	if len(p.batch) > 0 {
 		p.jobs <- p.batch
 	}
 	close(p.jobs)
+	if len(p.jobs) > 0 {
+		p.work(s, len(p.tallies)-1)
+	}
 	p.wg.Wait()
 	var first *probeTally
 	for i := range p.tallies {
