@@ -266,7 +266,7 @@ func newSim(plan *engine.Plan, cfg *dsl.Config, r *Report) (*sim, error) {
 	s.script = script
 	s.clock = luahost.NewManualClock(Epoch)
 	host := newHost(s.clock, script.Commands())
-	if _, err := host.Load(script.Source); err != nil {
+	if _, err := host.FunctionLoad(script.Library, true); err != nil { // the form engine.Local runs
 		return nil, fmt.Errorf("verify: loading the engine script: %w", err)
 	}
 	s.host = host
@@ -297,7 +297,7 @@ func (s *sim) startEngine(plan *engine.Plan, sc *dsl.Scenario) {
 		policy, _ := luahost.ParseEvictionPolicy(settings.Eviction) // dsl validated it
 		host := luahost.New(luahost.WithClock(s.clock), luahost.WithCommands(s.script.Commands()...),
 			luahost.WithTimeout(0), luahost.WithInstructionLimit(scriptSteps), luahost.WithMaxMemory(settings.MaxMemory, policy))
-		if _, err := host.Load(s.script.Source); err == nil {
+		if _, err := host.FunctionLoad(s.script.Library, true); err == nil {
 			s.host = host
 		}
 		s.capped = true
