@@ -1,6 +1,7 @@
 package algorithms
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -55,7 +56,8 @@ var benchForms = []benchForm{
 // tenant), in both of the script's forms with the rules written out, and with the rules
 // compiled into the script as the engine runs them (fcall-compiled: FCallBounded), each on
 // a host with the default settings. The clock advances 1ms per call over 1,000 keys per
-// rule so that most calls are allowed and state stays bounded. lua-steps/op, the Lua
+// rule so that most calls are allowed and state stays bounded; stack3-denied is the stack
+// on one key per rule, where nearly every call is denied. lua-steps/op, the Lua
 // instructions per call (of the first 2,000 calls, counted on a second host), does not
 // depend on the machine's speed or load: it compares script changes where timings cannot.
 func BenchmarkLuahost(b *testing.B) {
@@ -63,13 +65,18 @@ func BenchmarkLuahost(b *testing.B) {
 	type stack struct {
 		name string
 		algs []*Algorithm
+		keys int // per rule; 0: 1,000
 	}
 	var stacks []stack
 	for _, a := range builtin {
-		stacks = append(stacks, stack{a.Name, []*Algorithm{a}})
+		stacks = append(stacks, stack{a.Name, []*Algorithm{a}, 0})
 	}
 	pick := func(name string) *Algorithm { a, _ := s.Algorithm(name); return a }
-	stacks = append(stacks, stack{"stack3", []*Algorithm{pick("gcra"), pick("token_bucket"), pick("sliding_window")}})
+	three := []*Algorithm{pick("gcra"), pick("token_bucket"), pick("sliding_window")}
+	// stack3-denied is the same stack on one key per rule: gcra allows 10 a second and
+	// the calls come 1,000 a second, so nearly every call is denied, with the other two
+	// rules reported as a peek, as a flood meets a stack.
+	stacks = append(stacks, stack{"stack3", three, 0}, stack{"stack3-denied", three, 1})
 	for _, st := range stacks {
 		// The stack's rules compiled into a script, as engine.Compile writes a plan's:
 		// calls name them and send their cost (and a lease) only.
@@ -108,7 +115,7 @@ func BenchmarkLuahost(b *testing.B) {
 					c := Call{Op: OpCheck, Now: ServerTime}
 					for r, a := range st.algs {
 						rule := Rule{
-							Key: fmt.Sprintf("bench:%d:%d", r, i), Algorithm: a, Cost: 1, Params: benchParams[a.Name], Lease: "l",
+							Key: fmt.Sprintf("bench:%d:%d", r, i%cmp.Or(st.keys, len(argvs))), Algorithm: a, Cost: 1, Params: benchParams[a.Name], Lease: "l",
 						}
 						if s == cs {
 							rule.Compiled = cs.Rules[r]
