@@ -118,15 +118,14 @@ local function rule_at(ARGV, r, a, loaded)
     p[j] = v
   end
   -- A shared record's constants are validated once, the first time it is used; it is then
-  -- complete (c[12]), and kept in ready under its name.
-  if validate and not (c and c[5] and c[12]) then
+  -- complete, and kept in ready under its name.
+  if validate and not ready[ARGV[a]] then
     local err = validate(p)
     if err then
       return nil, 'rule ' .. r .. ': ' .. err
     end
   end
   if c and c[5] then
-    c[12] = true
     ready[ARGV[a]] = c
   end
   return check, commit, refund, cost, shadow, p, a + width + m
