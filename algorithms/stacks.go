@@ -50,8 +50,7 @@ func writeStack(b *strings.Builder, n int) {
 	fmt.Fprintf(b, "if #ARGV ~= %d then\nreturn\nend\n", 6+2*n)
 	for r := 1; r <= n; r++ {
 		a := 5 + 2*r
-		fmt.Fprintf(b, "local c%d, n%d = ready[ARGV[%d]], ARGV[%d]\n", r, r, a, a+1)
-		fmt.Fprintf(b, "if n%[1]d == '1' then\nn%[1]d = 1\nelseif n%[1]d == '0' then\nn%[1]d = 0\nelse\nn%[1]d = int_arg(n%[1]d, 0)\nend\n", r)
+		fmt.Fprintf(b, "local c%d, n%d = ready[ARGV[%d]], cost_arg(ARGV[%d])\n", r, r, a, a+1)
 		fmt.Fprintf(b, "if not (c%[1]d and n%[1]d) then\nreturn\nend\n", r)
 	}
 	fmt.Fprintf(b, "local %s = %s\n", each("k#", ", "), each("KEYS[#]", ", "))

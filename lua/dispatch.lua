@@ -76,7 +76,7 @@ local function rule_at(ARGV, r, a, loaded)
       c[7], c[8], c[9], c[10], c[11] = kinds, validate, check, commit, refund
     end
   end
-  local cost = int_arg(ARGV[a + 1], 0)
+  local cost = cost_arg(ARGV[a + 1])
   local shadow, p, width, sent
   if c then
     shadow, width = c[2], 2
@@ -199,18 +199,10 @@ local function main(KEYS, ARGV)
     local check, commit, refund, cost, shadow, p
     -- A compiled rule whose record is complete (a built-in's, nothing varying per
     -- request, validated on its first call) is found in one lookup, under FCALL where
-    -- the records outlive a call. Its cost is int_arg's, a request's "1" and a peek's
-    -- "0" told without parsing.
+    -- the records outlive a call.
     local c = ready[ARGV[7]]
     if c and #ARGV == 8 then
-      cost = ARGV[8]
-      if cost == '1' then
-        cost = 1
-      elseif cost == '0' then
-        cost = 0
-      else
-        cost = int_arg(cost, 0)
-      end
+      cost = cost_arg(ARGV[8])
       if cost then
         check, commit, refund, shadow, p = c[9], c[10], c[11], c[2], c[3]
       end
@@ -261,7 +253,7 @@ local function main(KEYS, ARGV)
   for r = 1, n do
     local c = ready[ARGV[a]]
     if c then
-      local cost = int_arg(ARGV[a + 1], 0)
+      local cost = cost_arg(ARGV[a + 1])
       if cost == nil then
         return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
       end

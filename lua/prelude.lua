@@ -45,6 +45,17 @@ local function int_arg(s, min)
   return v
 end
 
+-- cost_arg is int_arg(s, 0) for the cost a call sends, with a request's usual "1" and a
+-- peek's "0" told without parsing.
+local function cost_arg(s)
+  if s == '1' then
+    return 1
+  elseif s == '0' then
+    return 0
+  end
+  return int_arg(s, 0)
+end
+
 -- floor rounds x down to an integer. x - x % 1 is exact for every double and runs in the
 -- VM, with no library call.
 local function floor(x)
