@@ -20,6 +20,14 @@ import (
 // check, and Simulate every probe, on its caller's goroutine.
 func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 
+// workerCount is WithWorkers's n, or runtime.GOMAXPROCS(0) when none was given.
+func (o *options) workerCount() int {
+	if o.workers == 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return o.workers
+}
+
 // CheckProgress is how far a Check has got.
 type CheckProgress struct {
 	Done, Total int   // checks finished, and in all
@@ -86,11 +94,7 @@ func (c *checker) runTasks(groups []*group) int {
 			t.done = make(chan struct{})
 		}
 	}
-	workers := c.o.workers
-	if workers == 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	workers = max(1, min(workers, len(tasks)))
+	workers := max(1, min(c.o.workerCount(), len(tasks)))
 	pr := &progress{f: c.o.checkProgress, total: len(tasks)}
 	tick := pr.tick
 	if pr.f == nil {

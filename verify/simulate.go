@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -137,11 +136,7 @@ func Simulate(cfg *dsl.Config, s *dsl.Scenario, opts ...Option) (*Report, error)
 		return nil, err
 	}
 	sm.startEngine(plan, s)
-	workers := o.workers
-	if workers == 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	sm.startProbes(plan, s, workers-1)
+	sm.startProbes(plan, s, o.workerCount()-1)
 	if err := sm.run(o.progress); err != nil {
 		return nil, err
 	}
