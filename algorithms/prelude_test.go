@@ -14,8 +14,8 @@ import (
 )
 
 // preludeProbe runs the prelude's rounding on ARGV: for each x, floor(x) and whether x is
-// whole (1/0, by x % 1, the dispatcher's test); then for each a, b, in, idiv(a, b) and, when in is 1 (a within cdiv's domain:
-// 0 <= a, a + b <= 2^53), cdiv(a, b), else 0.
+// whole (1/0, by floor(x) == x, int_arg's test); then for each a, b, floor(a / b) and
+// ceil(a / b), as the algorithms divide (idiv and cdiv are the same under a name).
 const preludeProbe = `
 bind()
 local out = {}
@@ -23,18 +23,18 @@ local nx = tonumber(ARGV[1])
 for i = 2, nx + 1 do
   local x = tonumber(ARGV[i])
   out[#out + 1] = floor(x)
-  out[#out + 1] = x % 1 == 0 and 1 or 0
+  out[#out + 1] = floor(x) == x and 1 or 0
 end
-for i = nx + 2, #ARGV, 3 do
+for i = nx + 2, #ARGV, 2 do
   local a, b = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-  out[#out + 1] = idiv(a, b)
-  out[#out + 1] = ARGV[i + 2] == '1' and cdiv(a, b) or 0
+  out[#out + 1] = floor(a / b)
+  out[#out + 1] = ceil(a / b)
 end
 return out
 `
 
-// TestPreludeRounding holds the prelude's floor, idiv and cdiv (and x % 1, the
-// dispatcher's test of a whole number) to exact integer arithmetic, on real Redis and on
+// TestPreludeRounding holds the prelude's division (floor and ceil of a double quotient)
+// and its test of a whole number to exact integer arithmetic, on real Redis and on
 // luahost, at the edges of doubles' integers (2^51 to 2^53) and at random.
 func TestPreludeRounding(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 11))
@@ -57,12 +57,15 @@ func TestPreludeRounding(t *testing.T) {
 		}
 		pairs = append(pairs, pair{a, b})
 	}
-	// The quotients a double division is most likely to round up to the next integer:
-	// just below a multiple of b, with a near 2^53 and b of every size.
-	for range 300 {
+	// The quotients a double division is most likely to round to the next integer: just
+	// below or above a multiple of b, with a near 2^53 and b of every size.
+	for range 600 {
 		b := r.Int64N(1<<uint(1+r.IntN(52))) + 1
 		k := (1<<53 - r.Int64N(1<<uint(r.IntN(50)))) / b
 		a := k*b - 1 - r.Int64N(min(b, 4))
+		if r.IntN(2) == 0 {
+			a = k*b - b + 1 + r.Int64N(min(b, 4)) // just above (k-1)*b
+		}
 		if r.IntN(2) == 0 {
 			a = -a
 		}
@@ -80,14 +83,12 @@ func TestPreludeRounding(t *testing.T) {
 		want = append(want, int64(f), isInt)
 	}
 	for _, p := range pairs {
-		in := p.a >= 0 && p.a+p.b <= 1<<53
-		argv = append(argv, strconv.FormatInt(p.a, 10), strconv.FormatInt(p.b, 10), map[bool]string{true: "1", false: "0"}[in])
-		q := new(big.Int)
-		m := new(big.Int)
+		argv = append(argv, strconv.FormatInt(p.a, 10), strconv.FormatInt(p.b, 10))
+		q, m := new(big.Int), new(big.Int)
 		q.DivMod(big.NewInt(p.a), big.NewInt(p.b), m) // Euclidean; b > 0: floor
-		c := int64(0)
-		if in {
-			c = new(big.Int).Div(big.NewInt(p.a+p.b-1), big.NewInt(p.b)).Int64()
+		c := q.Int64()
+		if m.Sign() != 0 {
+			c++
 		}
 		want = append(want, q.Int64(), c)
 	}
@@ -107,7 +108,7 @@ func TestPreludeRounding(t *testing.T) {
 					t.Errorf("%s: x = %v: %s = %v, want %v", name, xs[i/2], []string{"floor", "whole"}[i%2], v, want[i])
 				} else {
 					p := pairs[(i-2*len(xs))/2]
-					t.Errorf("%s: a = %d, b = %d: %s = %v, want %v", name, p.a, p.b, []string{"idiv", "cdiv"}[i%2], v, want[i])
+					t.Errorf("%s: a = %d, b = %d: %s = %v, want %v", name, p.a, p.b, []string{"floor(a / b)", "ceil(a / b)"}[i%2], v, want[i])
 				}
 			}
 		}

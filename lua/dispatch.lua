@@ -168,7 +168,7 @@ local function main(KEYS, ARGV)
   end
   if ARGV[4] ~= '' then
     local deadline = tonumber(ARGV[4])
-    if deadline == nil or deadline % 1 ~= 0 or deadline < 0 or deadline > MAX_INT then
+    if deadline == nil or floor(deadline) ~= deadline or deadline < 0 or deadline > MAX_INT then
       return redis.error_reply('RLCTL bad deadline ' .. tostring(ARGV[4]))
     end
     if server_now > deadline then

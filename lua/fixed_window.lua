@@ -36,7 +36,7 @@ end
 
 function check(key, now, cost, p)
   local limit, window = p[1], p[2]
-  local win, n = used(key, idiv(now, window))
+  local win, n = used(key, floor(now / window))
   local to_end = (win + 1) * window - now
   local reset = 0
   if n > 0 then
@@ -61,7 +61,7 @@ function commit(key, w)
 end
 
 function refund(key, now, cost, p)
-  local win, n = used(key, idiv(now, p[2]))
+  local win, n = used(key, floor(now / p[2]))
   if n > 0 then
     call('HSET', key, 'n', nonneg(n - cost))
   end

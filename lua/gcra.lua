@@ -59,7 +59,7 @@ end
 local function store(key, now, d, rate, ttl)
   local v = now + d
   if rate ~= 1 then
-    local w = idiv(d, rate)
+    local w = floor(d / rate)
     local r = d - w * rate
     v = now + w
     if r ~= 0 then
@@ -76,26 +76,26 @@ function check(key, now, cost, p)
   local cap = burst * period
   local reset = d
   if rate ~= 1 then
-    reset = cdiv(d, rate)
+    reset = ceil(d / rate)
   end
   if cost > burst then
-    return 0, nonneg(idiv(cap - d, period)), -1, reset, burst
+    return 0, nonneg(floor((cap - d) / period)), -1, reset, burst
   end
   local d2 = d + cost * period
   if d2 <= cap then
     local peek = reset
     reset = d2
     if rate ~= 1 then
-      reset = cdiv(d2, rate)
+      reset = ceil(d2 / rate)
     end
-    local remaining = idiv(cap - d2, period)
+    local remaining = floor((cap - d2) / period)
     return 1, remaining, 0, reset, burst, {now, d2, rate, reset}, remaining + cost, peek
   end
   local retry = d2 - cap
   if rate ~= 1 then
-    retry = cdiv(retry, rate)
+    retry = ceil(retry / rate)
   end
-  return 0, nonneg(idiv(cap - d, period)), retry, reset, burst
+  return 0, nonneg(floor((cap - d) / period)), retry, reset, burst
 end
 
 function commit(key, w)
@@ -115,7 +115,7 @@ function refund(key, now, cost, p)
   end
   local ttl = d
   if rate ~= 1 then
-    ttl = cdiv(d, rate)
+    ttl = ceil(d / rate)
   end
   store(key, now, d, rate, ttl)
 end

@@ -30,7 +30,7 @@ local function level(key, now, rate)
     return 0, now
   end
   if now > t then
-    if now - t >= cdiv(l, rate) then
+    if now - t >= ceil(l / rate) then
       return 0, now
     end
     return l - (now - t) * rate, now
@@ -44,15 +44,15 @@ function check(key, now, cost, p)
   local l, t = level(key, now, rate)
   local skew = t - now
   if cost > capacity then
-    return 0, idiv(full - l, period), -1, skew + cdiv(l, rate), capacity
+    return 0, floor((full - l) / period), -1, skew + ceil(l / rate), capacity
   end
   local l2 = l + cost * period
   if l2 <= full then
-    local reset = skew + cdiv(l2, rate)
-    local remaining = idiv(full - l2, period)
-    return 1, remaining, 0, reset, capacity, {l2, t, reset}, remaining + cost, skew + cdiv(l, rate)
+    local reset = skew + ceil(l2 / rate)
+    local remaining = floor((full - l2) / period)
+    return 1, remaining, 0, reset, capacity, {l2, t, reset}, remaining + cost, skew + ceil(l / rate)
   end
-  return 0, idiv(full - l, period), skew + cdiv(l2 - full, rate), skew + cdiv(l, rate), capacity
+  return 0, floor((full - l) / period), skew + ceil((l2 - full) / rate), skew + ceil(l / rate), capacity
 end
 
 function commit(key, w)
@@ -69,6 +69,6 @@ function refund(key, now, cost, p)
     return
   end
   call('HSET', key, 'l', l2, 't', t)
-  expire_us(key, (t - now) + cdiv(l2, rate))
+  expire_us(key, (t - now) + ceil(l2 / rate))
 end
 

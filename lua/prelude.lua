@@ -26,20 +26,31 @@
 
 local PROTOCOL = "4"
 local MAX_INT = 9007199254740992 -- 2^53
--- call and redis_pcall are redis.call and redis.pcall, tonumber and type the standard
--- functions: locals, which cost one register read where a global costs a table lookup.
--- main binds them (bind) on the first call of a run of the script's text, since a
--- library's top level runs before Redis lets it reach any of them.
-local call, redis_pcall, tonumber, type
+-- call and redis_pcall are redis.call and redis.pcall; tonumber, type, floor and ceil the
+-- standard functions (math.floor, math.ceil): locals, which cost one register read where a
+-- global costs a table lookup. main binds them (bind) on the first call of a run of the
+-- script's text, since a library's top level runs before Redis lets it reach any of them.
+local call, redis_pcall, tonumber, type, floor, ceil
 
 local function bind()
   call, redis_pcall, tonumber, type = redis.call, redis.pcall, _G.tonumber, _G.type
+  floor, ceil = math.floor, math.ceil
 end
+
+-- Division: floor(a / b) and ceil(a / b) are exact for integers |a| <= 2^53 and
+-- 1 <= b <= 2^53, and the algorithms divide so. The quotient of two doubles is correctly
+-- rounded, and a quotient q that is not whole stays strictly between the integers n < q < n + 1
+-- around it: n + 1 - a / b >= 1 / b and a / b - n >= 1 / b, while rounding moves q by at
+-- most half its ulp, less than q / 2^53 = a / (b * 2^53) <= 1 / b (half an ulp reaches
+-- q / 2^53 only at a power of two, which is whole). Negative a: the same, mirrored.
+-- math.floor and math.ceil rather than x - x % 1: on luahost (gopher-lua) % is Go's
+-- math.Mod, whose time grows with the quotient (for a microsecond timestamp, a loop of ~50
+-- steps), where math.floor is one library call; on Redis both are cheap.
 
 -- int_arg returns the integer in [min, 2^53] that the ARGV value s spells, or nil.
 local function int_arg(s, min)
   local v = tonumber(s)
-  if v == nil or v % 1 ~= 0 or v < min or v > MAX_INT then
+  if v == nil or floor(v) ~= v or v < min or v > MAX_INT then
     return nil
   end
   return v
@@ -56,28 +67,13 @@ local function cost_arg(s)
   return int_arg(s, 0)
 end
 
--- floor rounds x down to an integer. x - x % 1 is exact for every double and runs in the
--- VM, with no library call.
-local function floor(x)
-  return x - x % 1
-end
-
--- idiv returns floor(a / b) exactly for integers |a| <= 2^53 and 1 <= b <= 2^53. The
--- quotient of two doubles is correctly rounded, and a quotient that is not whole never
--- rounds up to the next integer: with n = floor(a / b), n + 1 - a / b >= 1 / b, while
--- rounding moves a quotient q by at most half its ulp, less than q / 2^53 = a / (b * 2^53)
--- <= 1 / b (half an ulp reaches q / 2^53 only at a power of two, which is whole). Negative
--- a: the same, towards zero. So its floor, written out as in floor, is exact.
+-- idiv and cdiv are floor(a / b) and ceil(a / b) under a name (for plugins; see Division).
 local function idiv(a, b)
-  local q = a / b
-  return q - q % 1
+  return floor(a / b)
 end
 
--- cdiv returns ceil(a / b) exactly for integers a >= 0 and b > 0 with a + b <= 2^53:
--- idiv(a + b - 1, b), written out.
 local function cdiv(a, b)
-  local q = (a + b - 1) / b
-  return q - q % 1
+  return ceil(a / b)
 end
 
 -- nonneg clamps x below at 0.
@@ -98,14 +94,13 @@ end
 local TTL_SLACK = 0
 
 -- ttl_ms is the PEXPIRE / PX argument that makes a key outlive the next us microseconds:
--- cdiv(nonneg(us) + TTL_SLACK, 1000) + 1, with nonneg and cdiv written out (a TTL is set on
--- most calls).
+-- ceil((nonneg(us) + TTL_SLACK) / 1000) + 1, with nonneg written out (a TTL is set on most
+-- calls).
 local function ttl_ms(us)
   if us < 0 then
     us = 0
   end
-  local q = (us + TTL_SLACK + 999) / 1000
-  return q - q % 1 + 1
+  return ceil((us + TTL_SLACK) / 1000) + 1
 end
 
 local function expire_us(key, us)

@@ -36,7 +36,7 @@ end
 -- now, and the time from now to the instant they are seen at (> 0 only when now is in an
 -- earlier window than the key's: then they are seen at the start of the key's window).
 local function view(key, now, window)
-  local win = idiv(now, window)
+  local win = floor(now / window)
   local st = call('HMGET', key, 'w', 'c', 'p')
   local w = tonumber(st[1])
   if w == win then
@@ -55,7 +55,7 @@ function check(key, now, cost, p)
   local weight = prev * (window - e)
   -- te is e as a time offset from now: times below are window instants less te.
   local te = e - shift
-  local used = cdiv(weight, window)
+  local used = ceil(weight / window)
   local reset = 0
   if cur > 0 then
     reset = 2 * window - te
@@ -76,7 +76,7 @@ function check(key, now, cost, p)
   -- Denied. First try later in this window: prev's weight must fall to (limit - cur - cost).
   local room = limit - cur - cost
   if room >= 0 then
-    local e2 = window - idiv(room * window, prev)
+    local e2 = window - floor(room * window / prev)
     if e2 < window then
       return 0, nonneg(limit - cur - used), e2 - te, reset, limit
     end
@@ -85,7 +85,7 @@ function check(key, now, cost, p)
   -- request fits when the next window ends (e3 = window), where nothing weighs any more.
   local e3 = 0
   if cur > 0 then
-    e3 = nonneg(window - idiv((limit - cost) * window, cur))
+    e3 = nonneg(window - floor((limit - cost) * window / cur))
   end
   return 0, nonneg(limit - cur - used), window - te + e3, reset, limit
 end
@@ -97,7 +97,7 @@ end
 
 function refund(key, now, cost, p)
   local window = p[2]
-  local win = idiv(now, window)
+  local win = floor(now / window)
   local st = call('HMGET', key, 'w', 'c', 'p')
   local w = tonumber(st[1])
   if w == win then

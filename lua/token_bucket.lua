@@ -30,7 +30,7 @@ local function level(key, now, full, rate)
     return full, now
   end
   if now > t then
-    if now - t >= cdiv(full - l, rate) then
+    if now - t >= ceil((full - l) / rate) then
       return full, now
     end
     return l + (now - t) * rate, now
@@ -44,16 +44,16 @@ function check(key, now, cost, p)
   local l, t = level(key, now, full, rate)
   local skew = t - now -- > 0 only when a client clock went backwards
   if cost > capacity then
-    return 0, idiv(l, period), -1, skew + cdiv(full - l, rate), capacity
+    return 0, floor(l / period), -1, skew + ceil((full - l) / rate), capacity
   end
   local c = cost * period
   if l >= c then
     local l2 = l - c
-    local reset = skew + cdiv(full - l2, rate)
-    local remaining = idiv(l2, period)
-    return 1, remaining, 0, reset, capacity, {l2, t, reset}, remaining + cost, skew + cdiv(full - l, rate)
+    local reset = skew + ceil((full - l2) / rate)
+    local remaining = floor(l2 / period)
+    return 1, remaining, 0, reset, capacity, {l2, t, reset}, remaining + cost, skew + ceil((full - l) / rate)
   end
-  return 0, idiv(l, period), skew + cdiv(c - l, rate), skew + cdiv(full - l, rate), capacity
+  return 0, floor(l / period), skew + ceil((c - l) / rate), skew + ceil((full - l) / rate), capacity
 end
 
 function commit(key, w)
@@ -71,6 +71,6 @@ function refund(key, now, cost, p)
     return
   end
   call('HSET', key, 'l', l2, 't', t)
-  expire_us(key, (t - now) + cdiv(full - l2, rate))
+  expire_us(key, (t - now) + ceil((full - l2) / rate))
 end
 
