@@ -53,7 +53,9 @@ func (d *deadline) check() <-chan struct{} {
 		default:
 		}
 	}
-	if !d.at.IsZero() && time.Now().After(d.at) {
+	// d.at carries a monotonic reading, so Until reads only the monotonic clock, where
+	// Now reads the wall clock too.
+	if !d.at.IsZero() && time.Until(d.at) < 0 {
 		d.err = ErrTimeout
 		return closedChan
 	}

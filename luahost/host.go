@@ -94,10 +94,42 @@ type Host struct {
 
 	run runState
 
+	// recent remembers the host's last script-command lookups (see lookup).
+	recent [4]recentCommand
+	next   int // the entry of recent the next new name takes
+
 	// timeSec and timeSecText are the seconds of the last TIME a script read, and their
 	// Lua string (nil before the first).
 	timeSec     int64
 	timeSecText lua.LValue
+}
+
+// recentCommand is a script command's name as a script spelled it, the command (nil:
+// unknown) and whether the host allows it.
+type recentCommand struct {
+	name    string
+	cmd     *command
+	allowed bool
+}
+
+// lookup returns the command a script names and whether the host allows it (nil: no such
+// command). A script calls the same few commands under the same constant names, so the
+// last four names are remembered: a string comparison, which a name that is the same
+// constant ends at its pointer, instead of a map lookup and the allowlist's.
+func (h *Host) lookup(name string) (*command, bool) {
+	for i := range h.recent {
+		if r := &h.recent[i]; r.name == name && r.cmd != nil {
+			return r.cmd, r.allowed
+		}
+	}
+	cmd := findCommand(name)
+	if cmd == nil {
+		return nil, false
+	}
+	allowed := h.allowed == nil || h.allowed[cmd]
+	h.recent[h.next] = recentCommand{name: name, cmd: cmd, allowed: allowed}
+	h.next = (h.next + 1) % len(h.recent)
+	return cmd, allowed
 }
 
 // runState describes the script being run.

@@ -107,14 +107,14 @@ func errorTable(L *lua.LState, msg string) *lua.LTable {
 // scriptCommand runs a command for a script, with the checks Redis makes
 // for script calls plus the host's allowlist and strict keys.
 func (h *Host) scriptCommand(args []string) any {
-	cmd := findCommand(args[0])
+	cmd, allowed := h.lookup(args[0])
 	if cmd == nil {
 		return unknownScriptCommand(args[0])
 	}
 	if !cmd.arityOK(len(args)) {
 		return errorf("ERR Wrong number of args calling Redis command from script")
 	}
-	if h.allowed != nil && !h.allowed[cmd] {
+	if !allowed {
 		return errorf("ERR This Redis command is not allowed from script")
 	}
 	if h.run.readOnly && cmd.flags&flagWrite != 0 {
