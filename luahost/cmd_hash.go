@@ -24,13 +24,15 @@ func cmdHmget(c *cmdCtx, args []string) any {
 	if err != nil {
 		return err
 	}
-	out := make([]any, len(args)-2)
-	if e != nil {
-		for i, f := range args[2:] {
-			if v, ok := e.hashGet(f); ok {
-				out[i] = v
-			}
+	out := &c.bulks
+	out.reset()
+	for _, f := range args[2:] {
+		var v string
+		var ok bool
+		if e != nil {
+			v, ok = e.hashGet(f)
 		}
+		out.add(v, ok)
 	}
 	return out
 }

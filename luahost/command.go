@@ -14,14 +14,33 @@ type statusReply string
 // since the last (see Host.replyToLua).
 type timeReply struct{ sec, usec int64 }
 
+// bulks is an array reply of bulk strings and nil bulks (HMGET's) held in the command
+// context's buffer, which the next such reply reuses: it is read (Host.replyToLua, goReply)
+// before another command runs, and a script's table is made from it with no []any between.
+type bulks struct {
+	vals []string
+	set  []bool // vals[i] is a bulk string when set[i], else a nil bulk
+}
+
+func (b *bulks) reset() {
+	clear(b.vals)
+	b.vals, b.set = b.vals[:0], b.set[:0]
+}
+
+func (b *bulks) add(v string, ok bool) {
+	b.vals = append(b.vals, v)
+	b.set = append(b.set, ok)
+}
+
 // A command's reply is one of: int64 (integer), string (bulk), nil (nil
-// bulk), statusReply, []any (array of replies), timeReply or *ErrorReply.
+// bulk), statusReply, []any (array of replies), timeReply, *bulks or *ErrorReply.
 
 // cmdCtx is what a command runs against.
 type cmdCtx struct {
-	h   *Host
-	ks  *keyspace
-	now int64 // Unix milliseconds that expiry is judged by
+	h     *Host
+	ks    *keyspace
+	now   int64 // Unix milliseconds that expiry is judged by
+	bulks bulks // the buffer of a *bulks reply
 }
 
 // lookup returns key's live entry, or nil.

@@ -95,7 +95,7 @@ type Host struct {
 	run runState
 
 	// recent remembers the host's last script-command lookups (see lookup).
-	recent [4]recentCommand
+	recent [8]recentCommand
 	next   int // the entry of recent the next new name takes
 
 	// timeSec and timeSecText are the seconds of the last TIME a script read, and their
@@ -114,7 +114,7 @@ type recentCommand struct {
 
 // lookup returns the command a script names and whether the host allows it (nil: no such
 // command). A script calls the same few commands under the same constant names, so the
-// last four names are remembered: a string comparison, which a name that is the same
+// last eight names are remembered: a string comparison, which a name that is the same
 // constant ends at its pointer, instead of a map lookup and the allowlist's.
 func (h *Host) lookup(name string) (*command, bool) {
 	for i := range h.recent {
@@ -338,6 +338,14 @@ func goReply(r any) (any, error) {
 		return string(r), nil
 	case timeReply:
 		return []any{strconv.FormatInt(r.sec, 10), strconv.FormatInt(r.usec, 10)}, nil
+	case *bulks:
+		out := make([]any, len(r.vals))
+		for i, v := range r.vals {
+			if r.set[i] {
+				out[i] = v
+			}
+		}
+		return out, nil
 	case []any:
 		for i, e := range r {
 			if s, ok := e.(statusReply); ok {

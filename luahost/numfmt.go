@@ -257,15 +257,16 @@ func strtodScan(s string) (f float64, n int, erange bool) {
 	return sign * v, t.n, false
 }
 
-// plainInteger parses the commonest number text, an optional minus and at most 15 decimal
-// digits and nothing else, which strtod would read exactly to the same double (every such
-// integer is below 2^53). ok is false for any other text.
+// plainInteger parses the commonest number text, an optional minus and at most 16 decimal
+// digits of a magnitude up to 2^53 and nothing else (a microsecond timestamp has 16), which
+// strtod would read exactly to the same double (every such integer is one). ok is false for
+// any other text.
 func plainInteger(s string) (f float64, ok bool) {
 	digits := s
 	if len(digits) > 0 && digits[0] == '-' {
 		digits = digits[1:]
 	}
-	if len(digits) == 0 || len(digits) > 15 {
+	if len(digits) == 0 || len(digits) > 16 {
 		return 0, false
 	}
 	var v int64
@@ -275,6 +276,9 @@ func plainInteger(s string) (f float64, ok bool) {
 			return 0, false
 		}
 		v = v*10 + int64(d)
+	}
+	if v > 1<<53 {
+		return 0, false
 	}
 	f = float64(v)
 	if len(digits) < len(s) {

@@ -169,7 +169,8 @@ func TestSweepBoundsMemory(t *testing.T) {
 // path takes, and refusal for every text it must leave to the scan.
 func TestPlainIntegerIsStrtod(t *testing.T) {
 	texts := []string{"0", "-0", "7", "-7", "000123", "-000", "999999999999999", "-999999999999999",
-		"1764472786000000", "123456789012345", "9007199254740993", "", "-", "+5", " 5", "5 ", "1e3",
+		"1764472786000000", "123456789012345", "9007199254740992", "-9007199254740992", "9007199254740993",
+		"9999999999999999", "-9999999999999999", "0009007199254740", "12345678901234567", "", "-", "+5", " 5", "5 ", "1e3",
 		"5.0", "0x10", "--5", "12a", "inf", "nan"}
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 2000 {
@@ -179,7 +180,8 @@ func TestPlainIntegerIsStrtod(t *testing.T) {
 		want, wn, werange := strtodScan(s)
 		got, ok := plainInteger(s)
 		if !ok {
-			if d := strings.TrimPrefix(s, "-"); d != "" && len(d) <= 15 && strings.Trim(d, "0123456789") == "" {
+			d := strings.TrimPrefix(s, "-")
+			if v, err := strconv.ParseInt(d, 10, 64); err == nil && len(d) <= 16 && strings.Trim(d, "0123456789") == "" && v <= 1<<53 {
 				t.Errorf("plainInteger(%q) refused a plain integer", s)
 			}
 			continue

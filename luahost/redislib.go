@@ -159,6 +159,16 @@ func (h *Host) replyToLua(L *lua.LState, r any) lua.LValue {
 		t.RawSetInt(1, h.timeSecText)
 		t.RawSetInt(2, lua.LString(strconv.FormatInt(r.usec, 10)))
 		return t
+	case *bulks:
+		t := L.CreateTable(len(r.vals), 0)
+		for i, v := range r.vals {
+			if r.set[i] {
+				t.RawSetInt(i+1, lua.LString(v))
+			} else {
+				t.RawSetInt(i+1, lua.LFalse)
+			}
+		}
+		return t
 	case []any:
 		t := L.CreateTable(len(r), 0)
 		for i, e := range r {
@@ -200,13 +210,15 @@ func luaToReply(v lua.LValue, depth int) any {
 		}
 		out := make([]any, 0, v.Len())
 		for i := 1; ; i++ {
-			e := v.RawGetInt(i)
-			if e == lua.LNil {
-				break
+			switch e := v.RawGetInt(i).(type) {
+			case lua.LNumber: // the commonest element, converted without a call
+				out = append(out, cInt64(float64(e)))
+			case *lua.LNilType:
+				return out
+			default:
+				out = append(out, luaToReply(e, depth+1))
 			}
-			out = append(out, luaToReply(e, depth+1))
 		}
-		return out
 	}
 	return nil
 }
