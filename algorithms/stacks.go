@@ -21,21 +21,14 @@ const unrolledStacks = 4
 // write the remaining and reset_after that a peek (check with cost 0) would return: a
 // denied stack reports those, where the general path checks the rule again.
 //
-// It then writes stack(KEYS, ARGV, n, now, server_now), which calls stack<n>, or returns nil
-// for other n.
+// It then writes the table stacks, whose n-th entry is stack<n> (false for n = 1).
 func writeStacks(b *strings.Builder) {
+	names := []string{"false"}
 	for n := 2; n <= unrolledStacks; n++ {
 		writeStack(b, n)
+		names = append(names, fmt.Sprintf("stack%d", n))
 	}
-	b.WriteString("local function stack(KEYS, ARGV, n, now, server_now)\n")
-	for n := 2; n <= unrolledStacks; n++ {
-		kw := "elseif"
-		if n == 2 {
-			kw = "if"
-		}
-		fmt.Fprintf(b, "%s n == %d then\nreturn stack%d(KEYS, ARGV, now, server_now)\n", kw, n, n)
-	}
-	b.WriteString("end\nend\n\n")
+	fmt.Fprintf(b, "local stacks = {%s}\n\n", strings.Join(names, ", "))
 }
 
 func writeStack(b *strings.Builder, n int) {
@@ -50,7 +43,8 @@ func writeStack(b *strings.Builder, n int) {
 	fmt.Fprintf(b, "if #ARGV ~= %d then\nreturn\nend\n", 6+2*n)
 	for r := 1; r <= n; r++ {
 		a := 5 + 2*r
-		fmt.Fprintf(b, "local c%d, n%d = ready[ARGV[%d]], cost_arg(ARGV[%d])\n", r, r, a, a+1)
+		// cost_arg, with a request's usual "1" told in line.
+		fmt.Fprintf(b, "local c%[1]d, n%[1]d = ready[ARGV[%[2]d]], ARGV[%[3]d]\nif n%[1]d == '1' then\nn%[1]d = 1\nelse\nn%[1]d = cost_arg(n%[1]d)\nend\n", r, a, a+1)
 		fmt.Fprintf(b, "if not (c%[1]d and n%[1]d) then\nreturn\nend\n", r)
 	}
 	fmt.Fprintf(b, "local %s = %s\n", each("k#", ", "), each("KEYS[#]", ", "))

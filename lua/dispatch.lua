@@ -137,6 +137,9 @@ end
 -- anyway) does both once.
 local first = true
 
+-- RULE_COUNTS reads the usual stacks' rule counts (ARGV[6]) without parsing.
+local RULE_COUNTS = {['2'] = 2, ['3'] = 3, ['4'] = 4}
+
 local function main(KEYS, ARGV)
   if first then
     first = false
@@ -187,7 +190,7 @@ local function main(KEYS, ARGV)
 
   local n = 1
   if ARGV[6] ~= '1' then
-    n = int_arg(ARGV[6], 0)
+    n = RULE_COUNTS[ARGV[6]] or int_arg(ARGV[6], 0)
   end
   if n == nil or n ~= #KEYS then
     return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[6]) .. ' does not match ' .. #KEYS .. ' keys')
@@ -234,10 +237,11 @@ local function main(KEYS, ARGV)
   end
 
   -- A check of a few compiled rules whose records are all complete, the engine's usual
-  -- stack, is decided with every value in a local (stack, written with the compiled
+  -- stack, is decided with every value in a local (stacks[n], written with the compiled
   -- rules); any other call, or one it does not take, goes the general way below.
-  if op == 'check' then
-    local out = stack(KEYS, ARGV, n, now, server_now)
+  local unrolled = stacks[n]
+  if unrolled and op == 'check' then
+    local out = unrolled(KEYS, ARGV, now, server_now)
     if out then
       return out
     end
