@@ -102,8 +102,79 @@ func compileChunk(src, name string) (*lua.FunctionProto, error) {
 	// A main chunk is vararg without Lua 5.0's implicit arg table, as in Lua
 	// 5.1; gopher-lua would build that table (a map) on every call.
 	proto.IsVarArg &^= lua.VarArgNeedsArg
+	sizeConstructors(proto)
 	return proto, nil
 }
+
+// fieldsPerFlush is how many array items of a table constructor one SETLIST stores
+// (Lua's LFIELDS_PER_FLUSH, gopher-lua's FieldsPerFlush).
+const fieldsPerFlush = 50
+
+// sizeConstructors gives every table constructor of p and its functions the exact size
+// of its array items, and the block numbers of its items past the 25,550th. gopher-lua's
+// compiler writes NEWTABLE's size in Lua 5.1's "floating point byte" but its VM reads it
+// as a plain count, so a constructor of 16 or more items starts a little short and grows:
+// {1, ..., 19} starts with room for 18 and then allocates room for 36. And a SETLIST of a
+// block above 511 keeps its block number in the next code word, where the compiler writes
+// 0, which would store those items at keys below 1.
+//
+// A constructor's items are stored by SETLIST instructions naming its register, block
+// after block, all before another NEWTABLE names that register. The size is only a
+// capacity; a constructor whose count is not known (its last item a call or ...) keeps
+// the compiler's, as does one too large for NEWTABLE's field.
+func sizeConstructors(p *lua.FunctionProto) {
+	code := p.Code
+	for pc := 0; pc < len(code); pc++ {
+		inst := code[pc]
+		op := int(inst >> 26)
+		if op == lua.OP_SETLIST && argC(inst) == 0 {
+			pc++ // the next word is SETLIST's block number, not an instruction
+			continue
+		}
+		if op != lua.OP_NEWTABLE {
+			continue
+		}
+		a, n, known, block := argA(inst), 0, true, 0
+	scan:
+		for q := pc + 1; q < len(code); q++ {
+			next := code[q]
+			switch int(next >> 26) {
+			case lua.OP_NEWTABLE:
+				if argA(next) == a {
+					break scan
+				}
+			case lua.OP_SETLIST:
+				mine := argA(next) == a
+				if argC(next) != 0 {
+					if mine {
+						block = argC(next)
+					}
+				} else if q++; q < len(code) && mine {
+					if code[q] == 0 {
+						code[q] = uint32(block + 1)
+					}
+					block = int(code[q])
+				}
+				if mine {
+					known = known && argB(next) != 0
+					n = max(n, (block-1)*fieldsPerFlush+argB(next))
+				}
+			}
+		}
+		if known && n > 0 && n <= 0x1ff {
+			code[pc] = inst&^0x1ff | uint32(n)
+		}
+	}
+	for _, f := range p.FunctionPrototypes {
+		sizeConstructors(f)
+	}
+}
+
+// argA, argB and argC are the fields of a Lua 5.1 instruction (iABC: op 6 bits, A 8, C 9,
+// B 9, from the top).
+func argA(inst uint32) int { return int(inst>>18) & 0xff }
+func argB(inst uint32) int { return int(inst & 0x1ff) }
+func argC(inst uint32) int { return int(inst>>9) & 0x1ff }
 
 // compileErrorMessage renders a parse or compile error the way Redis 7.0
 // reports a script that does not compile: "ERR Error compiling script (new
