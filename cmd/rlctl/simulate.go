@@ -134,7 +134,6 @@ func runSimulate(e *env, args []string) error {
 		defer stop()
 		sp = newSimProgress(line, scenarios)
 	}
-	lightGC()
 	var progress func(i int, done, total time.Duration)
 	if sp != nil {
 		progress = sp.set

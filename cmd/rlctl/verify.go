@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"os"
 	"runtime"
-	"runtime/debug"
 
 	"github.com/rlctl/rlctl/internal/cli"
 	"github.com/rlctl/rlctl/internal/progress"
@@ -139,7 +137,6 @@ func runVerify(e *env, args []string) error {
 		opts = append(opts, verify.WithCheckProgress(func(p verify.CheckProgress) { line.Set(checkStatus(p)) }))
 		defer stop()
 	}
-	lightGC()
 	f, err := verify.Check(cfg, opts...)
 	if err != nil {
 		if !*asJSON {
@@ -180,13 +177,4 @@ func runVerify(e *env, args []string) error {
 // script calls".
 func checkStatus(p verify.CheckProgress) string {
 	return fmt.Sprintf("rlctl: verifying: %d of %d checks done, %d script calls", p.Done, p.Total, p.Calls)
-}
-
-// lightGC makes the collector run less often than Go's default (GOGC=100) unless GOGC is
-// set: verify and simulate allocate fast and keep little alive (tens of MB), so the
-// default spends a quarter of their time collecting.
-func lightGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
 }
