@@ -253,11 +253,11 @@ func (e *Expr) value(r Request) (cty.Value, error) {
 	return v, nil
 }
 
-// hugeNumeral reports whether s reads as a number beyond float64's range. HCL would
+// hugeNumeral reports whether s reads as a decimal number beyond float64's range. HCL would
 // convert it to an exact number and take minutes to print it, so a request carrying one is
 // refused rather than evaluated.
 func hugeNumeral(s string) bool {
-	if len(s) < 300 && !strings.ContainsAny(s, "eE") {
+	if s == "" || !numeralStart(s[0]) || len(s) < 300 && !strings.ContainsAny(s, "eE") {
 		return false
 	}
 	s = strings.TrimSpace(s)
@@ -268,6 +268,14 @@ func hugeNumeral(s string) bool {
 	}
 	_, err := strconv.ParseFloat(s, 64)
 	return errors.Is(err, strconv.ErrRange)
+}
+
+// numeralStart reports whether a text starting with c can be a number out of range:
+// ParseFloat's numbers start with a digit, a sign or a point, after any space that
+// strings.TrimSpace removes (ASCII, or a byte of a multi-byte rune). A text like "/login"
+// or "POST" is told apart at its first byte.
+func numeralStart(c byte) bool {
+	return '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.' || c >= 0x80 || strings.IndexByte(" \t\n\v\f\r", c) >= 0
 }
 
 // numeralByte reports whether c can be part of what strconv.ParseFloat reads as a number
