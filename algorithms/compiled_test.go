@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/luahost"
 )
 
 // compile returns calls with every rule replaced by a compiled rule of one script
@@ -246,4 +249,61 @@ func TestAssembleRejectsBadCompiledRules(t *testing.T) {
 			t.Errorf("%s: assembled", name)
 		}
 	}
+}
+
+// TestGCRAOverAnotherType: a gcra key that holds another type (a layout of an earlier
+// version) reads as no key, and the next charge overwrites it, on luahost and on Redis.
+func TestGCRAOverAnotherType(t *testing.T) {
+	rdb := redistest.Shared(t).Client(t)
+	ctx := context.Background()
+	gcra, _ := Lookup("gcra")
+	s, err := Assemble(builtin, &Compiled{Algorithm: gcra, Params: []int64{1, 1_000_000, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := luahost.New(luahost.WithClock(luahost.NewManualClock(time.UnixMicro(1_800_000_000_000_000))))
+	if _, err := h.Load(s.Source); err != nil {
+		t.Fatal(err)
+	}
+	key := "gcra-over-hash:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	t.Cleanup(func() { rdb.Del(context.Background(), key) })
+	argv := []string{Protocol, "check", "1800000000000000", "", "", "1", "@1", "1"}
+	for _, run := range []struct {
+		name string
+		do   func(args ...any) error
+		eval func() (any, error)
+		typ  func() (string, error)
+	}{
+		{"luahost",
+			func(args ...any) error { _, err := h.Do(ctx, strs(args)...); return err },
+			func() (any, error) { return h.EvalSHA(ctx, s.SHA1, []string{key}, argv) },
+			func() (string, error) { r, err := h.Do(ctx, "TYPE", key); return fmt.Sprint(r), err }},
+		{"redis",
+			func(args ...any) error { return rdb.Do(ctx, args...).Err() },
+			func() (any, error) { return rdb.Eval(ctx, s.Source, []string{key}, argv).Result() },
+			func() (string, error) { return rdb.Type(ctx, key).Result() }},
+	} {
+		if err := run.do("HSET", key, "w", "1", "n", "1"); err != nil {
+			t.Fatal(err)
+		}
+		got, err := run.eval()
+		if err != nil {
+			t.Fatalf("%s: %v", run.name, err)
+		}
+		r, err := DecodeReply(got, 1)
+		if err != nil || !r.Allowed || r.Rules[0].Remaining != 1 {
+			t.Errorf("%s: over a hash the first charge got %+v, %v; want allowed with 1 left", run.name, r, err)
+		}
+		if typ, err := run.typ(); typ != "string" || err != nil {
+			t.Errorf("%s: the key is a %s (%v) after the charge, want the string gcra writes", run.name, typ, err)
+		}
+	}
+}
+
+func strs(args []any) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = fmt.Sprint(a)
+	}
+	return out
 }

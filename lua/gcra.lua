@@ -29,12 +29,15 @@ end
 -- delay returns D scaled by rate, max(0, TAT - now) * rate, and whether TAT >= now (a
 -- TAT exactly now is state a refund still clears).
 local function delay(key, now, rate)
-  local v = redis_pcall('GET', key)
-  if type(v) ~= 'string' then
+  local v = redis_pcall('GET', key) -- a string, false (no key) or an error table
+  if not v then
     return 0, false
   end
   local t, r = tonumber(v), 0
   if t == nil then
+    if type(v) ~= 'string' then
+      return 0, false
+    end
     local a, b = string.match(v, '^(%d+):(%d+)$')
     t, r = tonumber(a), tonumber(b)
   end
