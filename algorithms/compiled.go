@@ -94,7 +94,7 @@ func compiledRules(rules []*Compiled) string {
 // writeRuleTree writes the comparisons that set c to the record of rule k, for lo <= k <= hi.
 func writeRuleTree(b *strings.Builder, rules []*Compiled, lo, hi int) {
 	if lo == hi {
-		fmt.Fprintf(b, "if k == %d then\nc = %s\nend\n", lo, ruleRecord(rules[lo-1]))
+		fmt.Fprintf(b, "if k == %d then\nc = %s\n%send\n", lo, ruleRecord(rules[lo-1]), fastRule(rules[lo-1]))
 		return
 	}
 	mid := (lo + hi) / 2

@@ -7,7 +7,9 @@
 // check, when it allows a charge, also returns the remaining and reset-after a peek would
 // report, which a denied stack reports for the rule without checking it again. Assemble joins
 // a prelude, the algorithms and the dispatcher into one script with a stable SHA1, so a
-// request's stacked rules are decided in one atomic call, all or nothing.
+// request's stacked rules are decided in one atomic call, all or nothing. A compiled rule of
+// the five core built-ins gets a check and commit of its own, straight-line Lua with its
+// parameters written in, held to its algorithm's file by a differential test (fast.go).
 //
 // Every algorithm also declares its worst case on Redis ([Complexity], [Work]): the commands
 // one call may issue and the elements they may touch, and the entries and bytes one key may

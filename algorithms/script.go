@@ -126,6 +126,7 @@ func Assemble(algs []*Algorithm, rules ...*Compiled) (*Script, error) {
 		write("\nreturn params, validate or false, check, commit, refund or false\nend\n", "", "")
 	}
 	write("return nil\nend\n\n", "", "")
+	write(fastFactories(compiled), "", "")
 	write(compiledRules(compiled), "", "")
 	var stacks strings.Builder
 	writeStacks(&stacks)

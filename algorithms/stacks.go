@@ -56,7 +56,7 @@ func writeStack(b *strings.Builder, n int) {
 	}
 	fmt.Fprintf(b, "if %s then\nreturn\nend\n", strings.Join(same, " or "))
 	for r := 1; r <= n; r++ {
-		fmt.Fprintf(b, "local ok%[1]d, re%[1]d, ra%[1]d, rs%[1]d, li%[1]d, w%[1]d, pr%[1]d, ps%[1]d = c%[1]d[9](k%[1]d, now, n%[1]d, c%[1]d[3])\n", r)
+		fmt.Fprintf(b, "local ok%[1]d, re%[1]d, ra%[1]d, rs%[1]d, li%[1]d, w%[1]d, pr%[1]d, ps%[1]d, x%[1]d, y%[1]d, z%[1]d = c%[1]d[9](k%[1]d, now, n%[1]d, c%[1]d[3])\n", r)
 	}
 	b.WriteString("local allowed, decider = 1, 0\n")
 	for r := 1; r <= n; r++ {
@@ -68,7 +68,7 @@ func writeStack(b *strings.Builder, n int) {
 	}
 	b.WriteString("end\nif allowed == 1 then\n")
 	for r := 1; r <= n; r++ {
-		fmt.Fprintf(b, "if w%[1]d and n%[1]d > 0 then\nc%[1]d[10](k%[1]d, w%[1]d)\nend\n", r)
+		fmt.Fprintf(b, "if w%[1]d and n%[1]d > 0 then\nc%[1]d[10](k%[1]d, w%[1]d, x%[1]d, y%[1]d, z%[1]d)\nend\n", r)
 	}
 	b.WriteString("else\n")
 	for r := 1; r <= n; r++ {

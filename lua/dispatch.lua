@@ -43,7 +43,13 @@
 -- functions (refund false when the algorithm has none), cost, shadow flag, parameters and
 -- the position of the next rule's values; or nil and an error message. A compiled rule of a
 -- built-in keeps its algorithm's functions in its record (c[7] .. c[11]), so under FCALL a
--- call finds everything in one table lookup.
+-- call finds everything in one table lookup; a rule with a check and commit of its own
+-- (c[12], c[13], algorithms/fast.go) keeps those instead of its algorithm's.
+--
+-- commit is always called as commit(key, pending, w2, w3, w4): pending is check's sixth
+-- value and w2 .. w4 its ninth to eleventh. An algorithm's check returns its pending write
+-- as one value (a table) and its commit takes that; a fast rule's check returns the write's
+-- values and its commit takes them, with no table between.
 local function rule_at(ARGV, r, a, loaded)
   local name = ARGV[a]
   local c, kinds, validate, check, commit, refund
@@ -73,6 +79,9 @@ local function rule_at(ARGV, r, a, loaded)
     end
     kinds, validate, check, commit, refund = loaded[base + 1], loaded[base + 2], loaded[base + 3], loaded[base + 4], loaded[base + 5]
     if c and c[6] then
+      -- A rule with a check and commit of its own (c[12], c[13]: see algorithms/fast.go)
+      -- decides with those.
+      check, commit = c[12] or check, c[13] or commit
       c[7], c[8], c[9], c[10], c[11] = kinds, validate, check, commit, refund
     end
   end
@@ -226,12 +235,12 @@ local function main(KEYS, ARGV)
       end
       return {1, 0, now, server_now}
     end
-    local ok, remaining, retry, reset, limit, write = check(key, now, cost, p)
+    local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost, p)
     if ok == 0 and not shadow then
       return {0, 1, now, server_now, ok, remaining, retry, reset, limit}
     end
     if write and cost > 0 then
-      commit(key, write)
+      commit(key, write, w2, w3, w4)
     end
     return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
   end
@@ -250,7 +259,8 @@ local function main(KEYS, ARGV)
   -- Parse every rule before touching any key. rs[r] is rule r's record: a complete
   -- compiled record (found in one lookup), or one made for this call from what rule_at
   -- parsed, with the same fields (shadow flag, parameters, check, commit, refund).
-  -- st[2r-1] is rule r's cost and st[2r] its pending write (false: none).
+  -- st[2r-1] is rule r's cost and st[2r] its pending write, commit's arguments after the
+  -- key (false: none).
   local rs, st = {}, {}
   local loaded
   local a = 7
@@ -299,11 +309,11 @@ local function main(KEYS, ARGV)
   local out = {0, 0, 0, 0}
   for r = 1, n do
     local c = rs[r]
-    local ok, remaining, retry, reset, limit, write = c[9](KEYS[r], now, st[2 * r - 1], c[3])
+    local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = c[9](KEYS[r], now, st[2 * r - 1], c[3])
     if ok == 0 and not c[2] and allowed == 1 then
       allowed, decider = 0, r
     end
-    st[2 * r] = write or false
+    st[2 * r] = write and {write, w2, w3, w4} or false
     local o = r * 5
     out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset, limit
   end
@@ -313,7 +323,7 @@ local function main(KEYS, ARGV)
     for r = 1, n do
       local write = st[2 * r]
       if write and st[2 * r - 1] > 0 then
-        rs[r][10](KEYS[r], write)
+        rs[r][10](KEYS[r], write[1], write[2], write[3], write[4])
       end
     end
   else

@@ -1,0 +1,334 @@
+package algorithms
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A compiled rule of gcra, token_bucket, leaky_bucket, fixed_window or sliding_window,
+// with nothing varying per request, gets a check and commit of its own: straight-line Lua
+// of its algorithm, made by a factory (one per algorithm in a script, fast_<name>) from the
+// rule's parameters and what the algorithm derives from them, held as upvalues. They do the
+// same reads and writes and return the same results as the algorithm's check(key, now,
+// cost, p) and commit(key, pending) in lua/, without their helper calls and without a table
+// for the pending write: a 3-rule stack spent about a third of its time on that structure
+// (BENCHMARKS.md). TestFastRulesMatchTheirAlgorithms holds each to its algorithm's Lua:
+// every reply, and every key's value and TTL afterwards.
+//
+// The record keeps them at c[12] (check) and c[13] (commit), which rule_at makes the
+// record's check and commit. Such a check returns the pending write as values, not a
+// table: ok, remaining, retry, reset, limit, then, when it allows, the first pending value,
+// the peek's remaining and reset (as every built-in's check), and the other pending values;
+// the dispatcher passes commit the first pending value and the three after the peek's, as
+// it does for every rule (an algorithm's commit takes its table and ignores the rest).
+
+// fastCall returns the factory that makes c's check and commit and its arguments, or "" and
+// nil when c gets none.
+func fastCall(c *Compiled) (factory string, args []int64) {
+	if !IsBuiltin(c.Algorithm) || len(c.Vary) > 0 || c.Algorithm.Validate(c.Params) != nil {
+		return "", nil
+	}
+	p := c.Params
+	switch c.Algorithm.Name {
+	case "gcra":
+		rate, period := p[0], p[1]
+		if rate != 1 && period%rate == 0 { // as gcra.lua's whole
+			rate, period = 1, period/rate
+		}
+		if rate == 1 {
+			return "fast_gcra", []int64{rate, period, p[2], p[2] * period}
+		}
+		return "fast_gcra_scaled", []int64{rate, period, p[2], p[2] * period}
+	case "token_bucket":
+		return "fast_token_bucket", []int64{p[0], p[1], p[2], p[0] * p[2]}
+	case "leaky_bucket":
+		return "fast_leaky_bucket", []int64{p[0], p[1], p[2], p[0] * p[2]}
+	case "fixed_window":
+		return "fast_fixed_window", []int64{p[0], p[1]}
+	case "sliding_window":
+		return "fast_sliding_window", []int64{p[0], p[1], 2 * p[1], p[0] * p[1]}
+	}
+	return "", nil
+}
+
+// fastRule returns the statement that sets c[12] and c[13] of c's record, or "".
+func fastRule(c *Compiled) string {
+	f, args := fastCall(c)
+	if f == "" {
+		return ""
+	}
+	vals := make([]string, len(args))
+	for i, v := range args {
+		vals[i] = strconv.FormatInt(v, 10)
+	}
+	return fmt.Sprintf("c[12], c[13] = %s(%s)\n", f, strings.Join(vals, ", "))
+}
+
+// fastFactories returns the factories rules' fast rules use, each once.
+func fastFactories(rules []*Compiled) string {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, c := range rules {
+		f, _ := fastCall(c)
+		if f == "" || seen[f] {
+			continue
+		}
+		seen[f] = true
+		b.WriteString(fastSources[f])
+		b.WriteString("return check, commit\nend\n\n")
+	}
+	return b.String()
+}
+
+var fastSources = map[string]string{
+	"fast_gcra":           fastGCRA,
+	"fast_gcra_scaled":    fastGCRAScaled,
+	"fast_token_bucket":   fastTokenBucket,
+	"fast_leaky_bucket":   fastLeakyBucket,
+	"fast_fixed_window":   fastFixedWindow,
+	"fast_sliding_window": fastSlidingWindow,
+}
+
+// fastExpire ends the commits that set a hash's TTL: expire_us(key, ttl), written out.
+const fastExpire = `if ttl < 0 then
+ttl = 0
+end
+call('PEXPIRE', key, ceil((ttl + TTL_SLACK) / 1000) + 1)
+end
+`
+
+// fastGCRA is gcra's check and commit when a cell is a whole number of microseconds
+// (rate 1 after whole): the TAT is stored as an integer. Pending: now, d2, reset.
+const fastGCRA = `local function fast_gcra(RATE, PERIOD, BURST, CAP)
+local function check(key, now, cost)
+local d, v = 0, redis_pcall('GET', key)
+if v then
+local t, r = tonumber(v), 0
+if t == nil and type(v) == 'string' then
+local a, b = string.match(v, '^(%d+):(%d+)$')
+t, r = tonumber(a), tonumber(b)
+end
+if t ~= nil and r ~= nil and t >= now then
+d = (t - now) * RATE + r
+end
+end
+if cost > BURST then
+local left = floor((CAP - d) / PERIOD)
+if left < 0 then
+left = 0
+end
+return 0, left, -1, d, BURST
+end
+local d2 = d + cost * PERIOD
+if d2 <= CAP then
+local remaining = floor((CAP - d2) / PERIOD)
+return 1, remaining, 0, d2, BURST, now, remaining + cost, d, d2, d2
+end
+local left = floor((CAP - d) / PERIOD)
+if left < 0 then
+left = 0
+end
+return 0, left, d2 - CAP, d, BURST
+end
+local function commit(key, now, d, ttl)
+if ttl < 0 then
+ttl = 0
+end
+call('SET', key, now + d, 'PX', ceil((ttl + TTL_SLACK) / 1000) + 1)
+end
+`
+
+// fastGCRAScaled is gcra's check and commit when a cell is not a whole number of
+// microseconds: times are scaled by the rate, and the TAT is stored as "t:r" when it is
+// not whole.
+const fastGCRAScaled = `local function fast_gcra_scaled(RATE, PERIOD, BURST, CAP)
+local function check(key, now, cost)
+local d, v = 0, redis_pcall('GET', key)
+if v then
+local t, r = tonumber(v), 0
+if t == nil and type(v) == 'string' then
+local a, b = string.match(v, '^(%d+):(%d+)$')
+t, r = tonumber(a), tonumber(b)
+end
+if t ~= nil and r ~= nil and t >= now then
+d = (t - now) * RATE + r
+end
+end
+local reset = ceil(d / RATE)
+if cost > BURST then
+local left = floor((CAP - d) / PERIOD)
+if left < 0 then
+left = 0
+end
+return 0, left, -1, reset, BURST
+end
+local d2 = d + cost * PERIOD
+if d2 <= CAP then
+local reset2 = ceil(d2 / RATE)
+local remaining = floor((CAP - d2) / PERIOD)
+return 1, remaining, 0, reset2, BURST, now, remaining + cost, reset, d2, reset2
+end
+local left = floor((CAP - d) / PERIOD)
+if left < 0 then
+left = 0
+end
+return 0, left, ceil((d2 - CAP) / RATE), reset, BURST
+end
+local function commit(key, now, d, ttl)
+local w = floor(d / RATE)
+local r = d - w * RATE
+local v = now + w
+if r ~= 0 then
+v = string.format('%.0f:%.0f', v, r)
+end
+if ttl < 0 then
+ttl = 0
+end
+call('SET', key, v, 'PX', ceil((ttl + TTL_SLACK) / 1000) + 1)
+end
+`
+
+// fastTokenBucket is token_bucket's check and commit. Pending: l2, t, reset.
+const fastTokenBucket = `local function fast_token_bucket(CAPACITY, RATE, PERIOD, FULL)
+local function check(key, now, cost)
+local st = call('HMGET', key, 'l', 't')
+local l, t = tonumber(st[1]), tonumber(st[2])
+if l == nil or t == nil then
+l, t = FULL, now
+elseif now > t then
+if now - t >= ceil((FULL - l) / RATE) then
+l = FULL
+else
+l = l + (now - t) * RATE
+end
+t = now
+end
+local skew = t - now
+if cost > CAPACITY then
+return 0, floor(l / PERIOD), -1, skew + ceil((FULL - l) / RATE), CAPACITY
+end
+local c = cost * PERIOD
+if l >= c then
+local l2 = l - c
+local reset = skew + ceil((FULL - l2) / RATE)
+local remaining = floor(l2 / PERIOD)
+return 1, remaining, 0, reset, CAPACITY, l2, remaining + cost, skew + ceil((FULL - l) / RATE), t, reset
+end
+return 0, floor(l / PERIOD), skew + ceil((c - l) / RATE), skew + ceil((FULL - l) / RATE), CAPACITY
+end
+local function commit(key, l2, t, ttl)
+call('HSET', key, 'l', l2, 't', t)
+` + fastExpire
+
+// fastLeakyBucket is leaky_bucket's check and commit. Pending: l2, t, reset.
+const fastLeakyBucket = `local function fast_leaky_bucket(CAPACITY, RATE, PERIOD, FULL)
+local function check(key, now, cost)
+local st = call('HMGET', key, 'l', 't')
+local l, t = tonumber(st[1]), tonumber(st[2])
+if l == nil or t == nil then
+l, t = 0, now
+elseif now > t then
+if now - t >= ceil(l / RATE) then
+l = 0
+else
+l = l - (now - t) * RATE
+end
+t = now
+end
+local skew = t - now
+if cost > CAPACITY then
+return 0, floor((FULL - l) / PERIOD), -1, skew + ceil(l / RATE), CAPACITY
+end
+local l2 = l + cost * PERIOD
+if l2 <= FULL then
+local reset = skew + ceil(l2 / RATE)
+local remaining = floor((FULL - l2) / PERIOD)
+return 1, remaining, 0, reset, CAPACITY, l2, remaining + cost, skew + ceil(l / RATE), t, reset
+end
+return 0, floor((FULL - l) / PERIOD), skew + ceil((l2 - FULL) / RATE), skew + ceil(l / RATE), CAPACITY
+end
+local function commit(key, l2, t, ttl)
+call('HSET', key, 'l', l2, 't', t)
+` + fastExpire
+
+// fastFixedWindow is fixed_window's check and commit. Pending: win, n + cost, to_end.
+const fastFixedWindow = `local function fast_fixed_window(LIMIT, WINDOW)
+local function check(key, now, cost)
+local win, n = floor(now / WINDOW), 0
+local st = call('HMGET', key, 'w', 'n')
+local w = tonumber(st[1])
+if w ~= nil and w >= win then
+win, n = w, tonumber(st[2]) or 0
+end
+local to_end = (win + 1) * WINDOW - now
+local reset = 0
+if n > 0 then
+reset = to_end
+end
+if cost > LIMIT then
+return 0, nonneg(LIMIT - n), -1, reset, LIMIT
+end
+if n + cost <= LIMIT then
+local peek = reset
+if cost > 0 then
+reset = to_end
+end
+return 1, LIMIT - n - cost, 0, reset, LIMIT, win, LIMIT - n, peek, n + cost, to_end
+end
+return 0, nonneg(LIMIT - n), to_end, reset, LIMIT
+end
+local function commit(key, win, n, ttl)
+call('HSET', key, 'w', win, 'n', n)
+` + fastExpire
+
+// fastSlidingWindow is sliding_window's check and commit. Pending: win, cur + cost, prev,
+// the TTL.
+const fastSlidingWindow = `local function fast_sliding_window(LIMIT, WINDOW, WINDOW2, LIMIT_WINDOW)
+local function check(key, now, cost)
+local win = floor(now / WINDOW)
+local st = call('HMGET', key, 'w', 'c', 'p')
+local w = tonumber(st[1])
+local e, cur, prev, shift = now - win * WINDOW, 0, 0, 0
+if w == win then
+cur, prev = tonumber(st[2]) or 0, tonumber(st[3]) or 0
+elseif w == win - 1 then
+prev = tonumber(st[2]) or 0
+elseif w ~= nil and w > win then
+win, e, cur, prev, shift = w, 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0, w * WINDOW - now
+end
+local weight = prev * (WINDOW - e)
+local te = e - shift
+local used = ceil(weight / WINDOW)
+local reset = 0
+if cur > 0 then
+reset = WINDOW2 - te
+elseif weight > 0 then
+reset = WINDOW - te
+end
+if cost > LIMIT then
+return 0, nonneg(LIMIT - cur - used), -1, reset, LIMIT
+end
+if weight + (cur + cost) * WINDOW <= LIMIT_WINDOW then
+local peek = reset
+if cost > 0 then
+reset = WINDOW2 - te
+end
+return 1, LIMIT - cur - cost - used, 0, reset, LIMIT, win, LIMIT - cur - used, peek, cur + cost, prev, WINDOW2 - te
+end
+local room = LIMIT - cur - cost
+if room >= 0 then
+local e2 = WINDOW - floor(room * WINDOW / prev)
+if e2 < WINDOW then
+return 0, nonneg(LIMIT - cur - used), e2 - te, reset, LIMIT
+end
+end
+local e3 = 0
+if cur > 0 then
+e3 = nonneg(WINDOW - floor((LIMIT - cost) * WINDOW / cur))
+end
+return 0, nonneg(LIMIT - cur - used), WINDOW - te + e3, reset, LIMIT
+end
+local function commit(key, win, c, prev, ttl)
+call('HSET', key, 'w', win, 'c', c, 'p', prev)
+` + fastExpire

@@ -1,0 +1,155 @@
+package algorithms
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rlctl/rlctl/luahost"
+)
+
+// TestFastRulesMatchTheirAlgorithms holds every fast rule (fast.go) to its algorithm's
+// Lua: the same random calls (checks of every cost from peeks to more than the limit, in
+// stacks with another rule, refunds, client clocks that go back, clock skew), on one
+// host to a script where the rule is compiled and so decided by its fast check and
+// commit, and on another to a script where the same rule is written out and decided by
+// its algorithm's functions. Every reply must be the same, and so must the rule's key
+// afterwards: its type, its value or fields, and its TTL.
+func TestFastRulesMatchTheirAlgorithms(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 19))
+	other, _ := Lookup("fixed_window")
+	for _, name := range []string{"gcra", "token_bucket", "leaky_bucket", "fixed_window", "sliding_window"} {
+		a, _ := Lookup(name)
+		for round := range 12 {
+			params := fastParams(r, name, round)
+			c := &Compiled{Algorithm: a, Params: params}
+			if f, _ := fastCall(c); f == "" {
+				t.Fatalf("%s %v: no fast rule", name, params)
+			}
+			t.Run(fmt.Sprintf("%s/%v", name, params), func(t *testing.T) {
+				fastMatches(t, r, a, params, other)
+			})
+		}
+	}
+}
+
+// fastParams draws parameters for name: small and large, and for gcra both a whole cell
+// (the TAT an integer) and not (rounds of odd number).
+func fastParams(r *rand.Rand, name string, round int) []int64 {
+	small := round%3 == 0
+	count := func() int64 {
+		if small {
+			return 1 + r.Int64N(4)
+		}
+		return 1 + r.Int64N(200)
+	}
+	span := func() int64 {
+		if small {
+			return 1 + r.Int64N(3000)
+		}
+		return 1 + r.Int64N(120_000_000)
+	}
+	switch name {
+	case "gcra":
+		rate, period := count(), span()
+		if round%2 == 1 && rate > 1 {
+			period = period/rate*rate + 1 // not a whole number of microseconds a cell
+		}
+		return []int64{rate, max(period, 1), count()}
+	case "token_bucket", "leaky_bucket":
+		return []int64{count(), count(), span()}
+	}
+	return []int64{count(), span()}
+}
+
+func fastMatches(t *testing.T, r *rand.Rand, a *Algorithm, params []int64, other *Algorithm) {
+	ctx := context.Background()
+	otherParams := []int64{3, 5000}
+	fast, err := Assemble(builtin, &Compiled{Algorithm: a, Params: params}, &Compiled{Algorithm: other, Params: otherParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := Default()
+	start := time.UnixMicro(1_800_000_000_000_000)
+	clocks := []*luahost.ManualClock{luahost.NewManualClock(start), luahost.NewManualClock(start)}
+	hosts := make([]*luahost.Host, 2)
+	for i, s := range []*Script{fast, plain} {
+		hosts[i] = luahost.New(luahost.WithClock(clocks[i]), luahost.WithCommands(s.Commands()...))
+		if _, err := hosts[i].FunctionLoad(s.Library, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limit := params[0]
+	if a.Name == "gcra" {
+		limit = params[2]
+	}
+	now := start.UnixMicro()
+	const key, otherKey = "fast:k", "fast:other"
+	for step := range 400 {
+		advance := r.Int64N(3 * max(params[len(params)-1], 1) / max(limit, 1))
+		clocks[0].Advance(time.Duration(advance) * time.Microsecond)
+		clocks[1].Advance(time.Duration(advance) * time.Microsecond)
+		now += advance
+		call := Call{Op: OpCheck, Now: ServerTime}
+		if r.IntN(3) == 0 { // a client clock, up to a few windows behind or ahead
+			call.Now = now + r.Int64N(2*advance+2001) - advance - 1000
+			call.Skew = r.Int64N(5000)
+		}
+		if r.IntN(8) == 0 {
+			call.Op = OpRefund
+		}
+		cost := r.Int64N(limit + 3)
+		if r.IntN(2) == 0 {
+			cost = 1
+		}
+		rules := []Rule{{Key: key, Algorithm: a, Cost: cost, Params: params}}
+		if r.IntN(3) == 0 {
+			rules = append(rules, Rule{Key: otherKey, Algorithm: other, Cost: 1, Params: otherParams})
+			if r.IntN(2) == 0 {
+				rules[0], rules[1] = rules[1], rules[0]
+			}
+		}
+		var replies [2]string
+		for i, s := range []*Script{fast, plain} {
+			c := call
+			c.Rules = slices.Clone(rules)
+			if s == fast {
+				for j := range c.Rules {
+					c.Rules[j].Compiled = fast.Rules[0]
+					if c.Rules[j].Key == otherKey {
+						c.Rules[j].Compiled = fast.Rules[1]
+					}
+				}
+			}
+			argv, err := c.Argv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := hosts[i].FCall(ctx, s.Function, c.Keys(), argv)
+			replies[i] = fmt.Sprint(got, err)
+		}
+		if replies[0] != replies[1] {
+			t.Fatalf("step %d, %+v cost %d: the fast rule replied %s, its algorithm %s", step, call, cost, replies[0], replies[1])
+		}
+		if f, p := dumpKey(ctx, hosts[0], key), dumpKey(ctx, hosts[1], key); f != p {
+			t.Fatalf("step %d, %+v cost %d: after the fast rule the key is %s, after its algorithm %s", step, call, cost, f, p)
+		}
+	}
+}
+
+// dumpKey describes key on h: its type, value or fields, and TTL in milliseconds.
+func dumpKey(ctx context.Context, h *luahost.Host, key string) string {
+	typ, _ := h.Do(ctx, "TYPE", key)
+	ttl, _ := h.Do(ctx, "PTTL", key)
+	var v any
+	switch typ {
+	case "string":
+		v, _ = h.Do(ctx, "GET", key)
+	case "hash":
+		v, _ = h.Do(ctx, "HGETALL", key)
+	}
+	return fmt.Sprint(typ, " ", v, " ttl ", ttl)
+}
