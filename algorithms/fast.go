@@ -36,10 +36,7 @@ func fastCall(c *Compiled) (factory string, args []int64) {
 		if rate != 1 && period%rate == 0 { // as gcra.lua's whole
 			rate, period = 1, period/rate
 		}
-		if rate == 1 {
-			return "fast_gcra", []int64{rate, period, p[2], p[2] * period}
-		}
-		return "fast_gcra_scaled", []int64{rate, period, p[2], p[2] * period}
+		return "fast_gcra", []int64{rate, period, p[2], p[2] * period}
 	case "token_bucket":
 		return "fast_token_bucket", []int64{p[0], p[1], p[2], p[0] * p[2]}
 	case "leaky_bucket":
@@ -83,7 +80,6 @@ func fastFactories(rules []*Compiled) string {
 
 var fastSources = map[string]string{
 	"fast_gcra":           fastGCRA,
-	"fast_gcra_scaled":    fastGCRAScaled,
 	"fast_token_bucket":   fastTokenBucket,
 	"fast_leaky_bucket":   fastLeakyBucket,
 	"fast_fixed_window":   fastFixedWindow,
@@ -98,8 +94,10 @@ call('PEXPIRE', key, ceil((ttl + TTL_SLACK) / 1000) + 1)
 end
 `
 
-// fastGCRA is gcra's check and commit when a cell is a whole number of microseconds
-// (rate 1 after whole): the TAT is stored as an integer. Pending: now, d2, reset.
+// fastGCRA is gcra's check and commit. RATE is 1 when a cell is a whole number of
+// microseconds (as gcra.lua's whole makes it): the TAT is then stored as an integer; else
+// times are scaled by the rate and a TAT that is not whole is stored as "t:r". Pending:
+// now, d2, the TTL.
 const fastGCRA = `local function fast_gcra(RATE, PERIOD, BURST, CAP)
 local function check(key, now, cost)
 local d, v = 0, redis_pcall('GET', key)
@@ -113,74 +111,37 @@ if t ~= nil and r ~= nil and t >= now then
 d = (t - now) * RATE + r
 end
 end
-if cost > BURST then
-local left = floor((CAP - d) / PERIOD)
-if left < 0 then
-left = 0
+local reset = d
+if RATE ~= 1 then
+reset = ceil(d / RATE)
 end
-return 0, left, -1, d, BURST
-end
+if cost <= BURST then
 local d2 = d + cost * PERIOD
 if d2 <= CAP then
-local remaining = floor((CAP - d2) / PERIOD)
-return 1, remaining, 0, d2, BURST, now, remaining + cost, d, d2, d2
+local reset2 = d2
+if RATE ~= 1 then
+reset2 = ceil(d2 / RATE)
 end
-local left = floor((CAP - d) / PERIOD)
-if left < 0 then
-left = 0
-end
-return 0, left, d2 - CAP, d, BURST
-end
-local function commit(key, now, d, ttl)
-if ttl < 0 then
-ttl = 0
-end
-call('SET', key, now + d, 'PX', ceil((ttl + TTL_SLACK) / 1000) + 1)
-end
-`
-
-// fastGCRAScaled is gcra's check and commit when a cell is not a whole number of
-// microseconds: times are scaled by the rate, and the TAT is stored as "t:r" when it is
-// not whole.
-const fastGCRAScaled = `local function fast_gcra_scaled(RATE, PERIOD, BURST, CAP)
-local function check(key, now, cost)
-local d, v = 0, redis_pcall('GET', key)
-if v then
-local t, r = tonumber(v), 0
-if t == nil and type(v) == 'string' then
-local a, b = string.match(v, '^(%d+):(%d+)$')
-t, r = tonumber(a), tonumber(b)
-end
-if t ~= nil and r ~= nil and t >= now then
-d = (t - now) * RATE + r
-end
-end
-local reset = ceil(d / RATE)
-if cost > BURST then
-local left = floor((CAP - d) / PERIOD)
-if left < 0 then
-left = 0
-end
-return 0, left, -1, reset, BURST
-end
-local d2 = d + cost * PERIOD
-if d2 <= CAP then
-local reset2 = ceil(d2 / RATE)
 local remaining = floor((CAP - d2) / PERIOD)
 return 1, remaining, 0, reset2, BURST, now, remaining + cost, reset, d2, reset2
 end
-local left = floor((CAP - d) / PERIOD)
-if left < 0 then
-left = 0
+local retry = d2 - CAP
+if RATE ~= 1 then
+retry = ceil(retry / RATE)
 end
-return 0, left, ceil((d2 - CAP) / RATE), reset, BURST
+return 0, nonneg(floor((CAP - d) / PERIOD)), retry, reset, BURST
+end
+return 0, nonneg(floor((CAP - d) / PERIOD)), -1, reset, BURST
 end
 local function commit(key, now, d, ttl)
+local v = now + d
+if RATE ~= 1 then
 local w = floor(d / RATE)
 local r = d - w * RATE
-local v = now + w
+v = now + w
 if r ~= 0 then
 v = string.format('%.0f:%.0f', v, r)
+end
 end
 if ttl < 0 then
 ttl = 0
