@@ -304,6 +304,31 @@ func TestCommandAllowlist(t *testing.T) {
 	if !reflect.DeepEqual(got, []any{int64(1), nil}) {
 		t.Errorf("acl_check_cmd: %#v", got)
 	}
+	// The host remembers its last command names (Host.lookup): more allowed names than it
+	// remembers, in both cases, and then one it must still refuse, and one it must still
+	// allow.
+	many := luahost.New(luahost.WithCommands("GET", "SET", "HSET", "HGET", "DEL", "EXISTS", "INCR", "DECR", "PEXPIRE", "TTL"))
+	cycle := `for i = 1, 3 do
+  for _, c in ipairs({'GET', 'set', 'EXISTS', 'ttl', 'PEXPIRE', 'DEL', 'incr', 'DECR', 'get', 'Exists'}) do
+    if c == 'set' then
+      redis.call(c, KEYS[1], 'v')
+    elseif c == 'PEXPIRE' then
+      redis.call(c, KEYS[1], 1000)
+    elseif c == 'incr' or c == 'DECR' then
+      redis.call(c, KEYS[2])
+    else
+      redis.call(c, KEYS[1])
+    end
+  end
+end
+redis.call('SET', KEYS[1], 'v')
+`
+	if _, err := many.Eval(ctx, cycle+`return redis.call('HDEL', KEYS[1], 'f')`, []string{"k", "n"}, nil); err == nil || !strings.HasPrefix(errMsg(t, err), "ERR This Redis command is not allowed from script") {
+		t.Errorf("HDEL after a cycle of allowed commands: %v, want not allowed", err)
+	}
+	if got, err := many.Eval(ctx, cycle+`return redis.call('TTL', KEYS[1])`, []string{"k", "n"}, nil); err != nil || got != int64(-1) {
+		t.Errorf("TTL after a cycle of allowed commands: %v, %v", got, err)
+	}
 	if _, err := h.Do(ctx, "SET", "k", "v"); err != nil {
 		t.Errorf("Do is not limited by the allowlist: %v", err)
 	}
