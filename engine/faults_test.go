@@ -412,7 +412,9 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 		t.Errorf("%d leases held on %s after every caller released (-1: Redis never answered)", row.LeasesHeld, leaseKey)
 	}
 	if d := decideFromRedis(t, e, leaseReq, false); d != nil {
-		if !d.Allowed {
+		// A client that resends may have taken leases nobody holds (measured above, not
+		// asserted), and they can fill the key.
+		if !d.Allowed && (!f.resends || f.tuned) {
 			t.Errorf("a new lease after the fault: denied by Redis (retry-after %v): leases nobody will release are held", d.RetryAfter)
 		}
 		if err := e.Release(context.Background(), d); err != nil {
