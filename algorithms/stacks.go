@@ -19,7 +19,9 @@ const unrolledStacks = 4
 //
 // Complete records are built-ins', whose check, when it allows a charge, returns after its
 // write the remaining and reset_after that a peek (check with cost 0) would return: a
-// denied stack reports those, where the general path checks the rule again.
+// denied stack reports those, where the general path checks the rule again. A rule's
+// commit gets check's sixth value and its ninth to eleventh, as the dispatcher calls every
+// commit (a fast rule's pending write: see fast.go).
 //
 // It then writes the table stacks, whose n-th entry is stack<n> (false for n = 1).
 func writeStacks(b *strings.Builder) {
