@@ -388,23 +388,27 @@ const batchGCStart = 128 << 20
 
 // batchGC sets the collector of a batch command (simulate, verify) unless GOGC or
 // GOMEMLIMIT say otherwise. They keep a small live heap and allocate fast: at the default
-// (GOGC=100) the collector took about a quarter of their CPU, and even at GOGC=400 the
-// two collections of a short simulation (policies/login.hcl) cost a sixth of its run
+// (GOGC=100) the collector took about a quarter of their CPU, and even at GOGC=400 a short
+// simulation (policies/login.hcl) ran a sixth faster with no collection at all
 // (BENCHMARKS.md). So the first collection waits until the heap reaches batchGCStart (a
 // short simulation never collects), and from then on the heap grows to five times what
 // is live between collections (GOGC=400). Peak memory: ~70 MB for a short simulation,
-// ~130 MB for verify of policies/.
-func batchGC() {
+// ~130 MB for verify of policies/. The channel it returns is closed once it has handed
+// over to GOGC=400 (nil when it leaves the collector alone).
+func batchGC() <-chan struct{} {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		return
+		return nil
 	}
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(batchGCStart)
 	// The first collection, which the limit starts, finds first unreachable and its
 	// finalizer hands over to GOGC=400 with no limit.
+	handedOver := make(chan struct{})
 	first := new([16]byte) // not tiny-allocated: finalizers need an object of its own
 	runtime.SetFinalizer(first, func(*[16]byte) {
 		debug.SetGCPercent(400)
 		debug.SetMemoryLimit(math.MaxInt64)
+		close(handedOver)
 	})
+	return handedOver
 }
