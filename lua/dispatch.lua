@@ -259,8 +259,8 @@ local function main(KEYS, ARGV)
   -- Parse every rule before touching any key. rs[r] is rule r's record: a complete
   -- compiled record (found in one lookup), or one made for this call from what rule_at
   -- parsed, with the same fields (shadow flag, parameters, check, commit, refund).
-  -- st[2r-1] is rule r's cost and st[2r] its pending write, commit's arguments after the
-  -- key (false: none).
+  -- st[5r-4] is rule r's cost and st[5r-3] .. st[5r] its pending write, commit's arguments
+  -- after the key (st[5r-3] false: none).
   local rs, st = {}, {}
   local loaded
   local a = 7
@@ -271,7 +271,7 @@ local function main(KEYS, ARGV)
       if cost == nil then
         return redis.error_reply('RLCTL rule ' .. r .. ': bad cost or flags')
       end
-      st[2 * r - 1] = cost
+      st[5 * r - 4] = cost
       a = a + 2
     else
       loaded = loaded or {}
@@ -280,7 +280,7 @@ local function main(KEYS, ARGV)
         return redis.error_reply('RLCTL ' .. commit)
       end
       c = {false, shadow, p, false, false, false, false, false, check, commit, refund}
-      st[2 * r - 1] = cost
+      st[5 * r - 4] = cost
       a = next_a
     end
     for i = 1, r - 1 do
@@ -296,7 +296,7 @@ local function main(KEYS, ARGV)
 
   if op == 'refund' then
     for r = 1, n do
-      local refund, cost = rs[r][11], st[2 * r - 1]
+      local refund, cost = rs[r][11], st[5 * r - 4]
       if refund and cost > 0 then
         refund(KEYS[r], now, cost, rs[r][3])
       end
@@ -309,27 +309,27 @@ local function main(KEYS, ARGV)
   local out = {0, 0, 0, 0}
   for r = 1, n do
     local c = rs[r]
-    local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = c[9](KEYS[r], now, st[2 * r - 1], c[3])
+    local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = c[9](KEYS[r], now, st[5 * r - 4], c[3])
     if ok == 0 and not c[2] and allowed == 1 then
       allowed, decider = 0, r
     end
-    st[2 * r] = write and {write, w2, w3, w4} or false
-    local o = r * 5
+    local o = 5 * r
+    st[o - 3], st[o - 2], st[o - 1], st[o] = write or false, w2, w3, w4
     out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset, limit
   end
 
   -- Phase 2: all or nothing.
   if allowed == 1 then
     for r = 1, n do
-      local write = st[2 * r]
-      if write and st[2 * r - 1] > 0 then
-        rs[r][10](KEYS[r], write[1], write[2], write[3], write[4])
+      local o = 5 * r
+      if st[o - 3] and st[o - 4] > 0 then
+        rs[r][10](KEYS[r], st[o - 3], st[o - 2], st[o - 1], st[o])
       end
     end
   else
     -- Rules that would have allowed were not charged: report their state as a peek.
     for r = 1, n do
-      if out[r * 5] == 1 and st[2 * r - 1] > 0 then
+      if out[r * 5] == 1 and st[5 * r - 4] > 0 then
         local c = rs[r]
         local _, remaining, _, reset = c[9](KEYS[r], now, 0, c[3])
         out[r * 5 + 1], out[r * 5 + 3] = remaining, reset
