@@ -86,11 +86,9 @@ var fastSources = map[string]string{
 	"fast_sliding_window": fastSlidingWindow,
 }
 
-// fastExpire ends the commits that set a hash's TTL: expire_us(key, ttl), written out.
-const fastExpire = `if ttl < 0 then
-ttl = 0
-end
-call('PEXPIRE', key, ceil((ttl + TTL_SLACK) / 1000) + 1)
+// fastExpire ends the commits that set a hash's TTL: expire_us(key, ttl), with its call
+// written out (the prelude's ttl_ms is the one place a TTL is rounded).
+const fastExpire = `call('PEXPIRE', key, ttl_ms(ttl))
 end
 `
 
@@ -143,10 +141,7 @@ if r ~= 0 then
 v = string.format('%.0f:%.0f', v, r)
 end
 end
-if ttl < 0 then
-ttl = 0
-end
-call('SET', key, v, 'PX', ceil((ttl + TTL_SLACK) / 1000) + 1)
+call('SET', key, v, 'PX', ttl_ms(ttl))
 end
 `
 
