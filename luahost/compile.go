@@ -144,18 +144,18 @@ func sizeConstructors(p *lua.FunctionProto) {
 					break scan
 				}
 			case lua.OP_SETLIST:
-				mine := argA(next) == a
-				if argC(next) != 0 {
-					if mine {
-						block = argC(next)
-					}
-				} else if q++; q < len(code) && mine {
-					if code[q] == 0 {
+				// The block: SETLIST's C, or when 0 the next code word, which the compiler
+				// leaves 0 and which is then the block after this constructor's last.
+				b := argC(next)
+				if b == 0 && q+1 < len(code) {
+					q++
+					if code[q] == 0 && argA(next) == a {
 						code[q] = uint32(block + 1)
 					}
-					block = int(code[q])
+					b = int(code[q])
 				}
-				if mine {
+				if argA(next) == a {
+					block = b
 					known = known && argB(next) != 0
 					n = max(n, (block-1)*fieldsPerFlush+argB(next))
 				}
