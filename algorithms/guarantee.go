@@ -139,6 +139,9 @@ type Guarantee struct {
 	// Why explains a Bound above 1, in one sentence.
 	Why       string
 	Precision Precision
+	// Share names the parameters the figures are, for Algorithm.Share; nil when they are
+	// not parameters as they are, and the limit cannot be shared among instances.
+	Share *Slots
 }
 
 // TermsOf returns a's terms for wire parameters w; ok is false for ShapeNone.

@@ -142,7 +142,7 @@ var builtin = []*Algorithm{
 		Doc:      "At most limit per aligned window; allows up to 2x limit across a window boundary.",
 		Params:   []Param{countParam("limit", "cost allowed per window"), windowParam},
 		Commands: windowCmds,
-		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Bound: Ratio{2, 1},
+		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}, Bound: Ratio{2, 1},
 			Why: "fixed_window lets a burst straddle a window boundary: up to limit at the end of one window and limit again at the start of the next; use sliding_log, sliding_window or gcra for a smooth limit"},
 		validate:   boundProduct("fixed_window", 0, 1, MaxInt, "limit × window (µs)"),
 		Complexity: fixedWork(3, 4, KeyHash, 2, hashElementBytes),
@@ -152,7 +152,7 @@ var builtin = []*Algorithm{
 		Doc:       "At most limit in every window-long interval, exactly; memory grows with the requests in the window (one entry each, whatever its cost).",
 		Params:    []Param{countParam("limit", "cost allowed per window"), windowParam},
 		Commands:  zsetCmds,
-		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1)},
+		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}},
 		validate: func(w []int64) error {
 			if w[0] > 1_000_000 {
 				return fmt.Errorf("sliding_log: limit %d above 1000000 (the log may hold up to limit entries, one per request of cost 1); use sliding_window or token_bucket", w[0])
@@ -166,7 +166,7 @@ var builtin = []*Algorithm{
 		Doc:      "The two-window weighted estimate: limit per window with O(1) memory.",
 		Params:   []Param{countParam("limit", "cost allowed per window"), windowParam},
 		Commands: windowCmds,
-		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Bound: Ratio{2, 1},
+		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}, Bound: Ratio{2, 1},
 			Why: "sliding_window estimates the previous window's traffic as spread evenly, so traffic bunched at the end of a window gets up to 2×limit through in a window-long interval; use sliding_log where the limit must be exact"},
 		validate:   boundProduct("sliding_window", 0, 1, MaxInt/4, "limit × window (µs)"),
 		Complexity: fixedWork(3, 6, KeyHash, 3, hashElementBytes),
@@ -179,7 +179,7 @@ var builtin = []*Algorithm{
 			{Name: "rate", Kind: Rate, Doc: "tokens added per period"},
 		},
 		Commands:   hashCmds,
-		Guarantee:  Guarantee{Shape: ShapeRate, Terms: rateTerms(0, 1)},
+		Guarantee:  Guarantee{Shape: ShapeRate, Terms: rateTerms(0, 1), Share: &Slots{Amount: 0, Rate: 1}},
 		validate:   boundProduct("token_bucket", 0, 2, MaxInt/2, "capacity × period (µs)"),
 		Complexity: fixedWork(3, 4, KeyHash, 2, hashElementBytes),
 	},
@@ -191,7 +191,7 @@ var builtin = []*Algorithm{
 			{Name: "rate", Kind: Rate, Doc: "units leaked per period"},
 		},
 		Commands:   hashCmds,
-		Guarantee:  Guarantee{Shape: ShapeRate, Terms: rateTerms(0, 1)},
+		Guarantee:  Guarantee{Shape: ShapeRate, Terms: rateTerms(0, 1), Share: &Slots{Amount: 0, Rate: 1}},
 		validate:   boundProduct("leaky_bucket", 0, 2, MaxInt/2, "capacity × period (µs)"),
 		Complexity: fixedWork(3, 4, KeyHash, 2, hashElementBytes),
 	},
@@ -205,7 +205,7 @@ var builtin = []*Algorithm{
 		Commands: []string{"GET", "SET", "DEL"},
 		Guarantee: Guarantee{Shape: ShapeRate, Terms: func(w []int64) (Terms, error) {
 			return Terms{Amount: w[2], Rate: w[0], Period: w[1]}, nil
-		}},
+		}, Share: &Slots{Amount: 2, Rate: 0}},
 		validate:   boundProduct("gcra", 2, 1, MaxInt/4, "burst × period (µs)"),
 		Complexity: fixedWork(2, 2, KeyString, 1, tatBytes),
 	},
@@ -218,7 +218,7 @@ var builtin = []*Algorithm{
 			{Name: "lease", Kind: Lease, Doc: "the request's lease id (set by the engine)"},
 		},
 		Commands:   zsetCmds,
-		Guarantee:  Guarantee{Shape: ShapeInFlight, Terms: windowTerms(0, 1)},
+		Guarantee:  Guarantee{Shape: ShapeInFlight, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}},
 		Complexity: Complexity{Of: concurrencyWork, Fix: "concurrency keeps a sorted-set entry per lease held, up to max / (smallest cost) of them: lower max, or charge each request a larger constant cost"},
 	},
 }
