@@ -30,6 +30,11 @@ type faultRow struct {
 	// beyond what callers saw Redis allow and beyond Lost; LeasesHeld the leases Redis
 	// holds after every caller released its own.
 	Lost, Phantom, LeasesHeld int64
+	// LateCharged counts, for a fault that stalls the server, the charges on Redis beyond
+	// what callers saw Redis allow and beyond the calls whose connection failed: charges by
+	// calls unanswered at their deadline that the server ran when it resumed.
+	LateCharged int64
+	stalls      bool // the fault stalls the server: LateCharged is measured
 	// DegradedBy counts the backend failures behind degraded decisions, by kind.
 	DegradedBy map[string]int
 }
@@ -67,16 +72,20 @@ func reportFaults(t *testing.T, title string, rows []faultRow) {
 // faultTable renders rows as a markdown table.
 func faultTable(rows []faultRow) string {
 	var b strings.Builder
-	b.WriteString("| fault | on_error | decisions | by Redis | degraded | caller errors | cancelled | p99 | max | recovery | goroutines left | unanswered calls | phantom charges | leases held |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| fault | on_error | decisions | by Redis | degraded | caller errors | cancelled | p99 | max | recovery | goroutines left | unanswered calls | phantom charges | late calls charged | leases held |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, r := range rows {
 		recovery := "none"
 		if r.Recovery > 0 {
 			recovery = ms(r.Recovery)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %s | %s | %s | %d | %d | %d | %d |\n",
+		late := "—"
+		if r.stalls {
+			late = fmt.Sprint(r.LateCharged)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %s | %s | %s | %d | %d | %d | %s | %d |\n",
 			r.Fault, r.Mode, r.Decisions, r.FromRedis, r.Degraded, r.CallerErrors, r.Cancelled,
-			ms(r.P99), ms(r.Max), recovery, r.Leaked, r.Lost, r.Phantom, r.LeasesHeld)
+			ms(r.P99), ms(r.Max), recovery, r.Leaked, r.Lost, r.Phantom, late, r.LeasesHeld)
 	}
 	return b.String()
 }

@@ -28,7 +28,9 @@ import (
 //   - decisions come from Redis again within the breaker's cooldown and one probe once
 //     the fault ends;
 //   - nothing is charged on Redis that no caller saw allowed by Redis, and no
-//     concurrency lease is held that nobody will release.
+//     concurrency lease is held that nobody will release;
+//   - a call that got no answer by its deadline while the server was stalled, and that the
+//     server ran when it resumed, charges nothing (the deadline travels with the call).
 //
 // RELIABILITY.md states these promises and the figures this suite measures.
 
@@ -49,6 +51,11 @@ const (
 	faultBurst    = 100_000                // the rate rule's burst: no caller reaches it
 	faultLeases   = 3                      // the lease rule's max
 	leaseCallers  = faultLeases + 1        // lease acquisitions sent into each fault
+	// stallEdge is how many late calls a stall may charge: the script that Redis was running
+	// when SIGSTOP landed read its clock and passed its deadline check before the stop, so
+	// it charges, and its answer comes after the resume, past the deadline. Redis runs one
+	// script at a time.
+	stallEdge = 1
 )
 
 // faultPolicy is the suite's plan: a gcra rule per caller with a burst nobody reaches and a
@@ -96,6 +103,11 @@ type fault struct {
 	// the same fault with the tuned client asserts both).
 	resends bool
 	healthy bool // Redis stays healthy: callers that keep their contexts see only FromBackend
+	// stalls: the server is stopped and resumed, and then runs every call queued meanwhile.
+	// A call unanswered at its deadline was not lost: the server ran it late, and it must
+	// charge nothing. Only calls whose connection failed are excused a charge; of the late
+	// ones, at most stallEdge per run may be charged (see stallEdge).
+	stalls bool
 	replica bool // needs a second server to replicate from
 	begin   func(t *testing.T, env *faultEnv) (end func())
 }
@@ -165,9 +177,9 @@ func readOnly(t *testing.T, env *faultEnv) func() {
 func healthy(*testing.T, *faultEnv) func() { return func() {} }
 
 var standaloneFaults = []fault{
-	{name: "SIGSTOP 30ms", hold: 30 * time.Millisecond, begin: pause},
-	{name: "SIGSTOP 1.5s", hold: 1500 * time.Millisecond, begin: pause},
-	{name: "SIGSTOP 1.5s, tuned client", hold: 1500 * time.Millisecond, tuned: true, begin: pause},
+	{name: "SIGSTOP 30ms", hold: 30 * time.Millisecond, stalls: true, begin: pause},
+	{name: "SIGSTOP 1.5s", hold: 1500 * time.Millisecond, stalls: true, begin: pause},
+	{name: "SIGSTOP 1.5s, tuned client", hold: 1500 * time.Millisecond, tuned: true, stalls: true, begin: pause},
 	{name: "kill -9, restart on the same port", hold: 300 * time.Millisecond, begin: kill},
 	{name: "OOM (maxmemory 1mb, noeviction)", hold: 300 * time.Millisecond, begin: oom},
 	{name: "CLIENT KILL TYPE normal every 10ms", hold: 300 * time.Millisecond, resends: true, begin: storm(10*time.Millisecond, "CLIENT", "KILL", "TYPE", "normal")},
@@ -207,7 +219,7 @@ func TestFaults(t *testing.T) {
 }
 
 var clusterFaults = []fault{
-	{name: "cluster: one node SIGSTOP 1.5s", hold: 1500 * time.Millisecond, begin: pause},
+	{name: "cluster: one node SIGSTOP 1.5s", hold: 1500 * time.Millisecond, stalls: true, begin: pause},
 	{name: "cluster: one node kill -9, restart", hold: 300 * time.Millisecond, begin: kill},
 }
 
@@ -361,7 +373,7 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	time.Sleep(faultTail)
 	halt()
 
-	row := faultRow{Fault: f.name, Mode: mode, Recovery: time.Duration(l.recovered.Load())}
+	row := faultRow{Fault: f.name, Mode: mode, Recovery: time.Duration(l.recovered.Load()), stalls: f.stalls}
 	var all tally
 	for i := range l.callers {
 		all.merge(&l.callers[i])
@@ -386,8 +398,13 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 		// and undoing a charge that may not have happened would let requests past the
 		// limit. Only charges beyond those are phantom.
 		consumed := faultBurst - d.Rules[0].Remaining
-		row.Lost += l.callers[i].lost
-		if extra := consumed - l.callers[i].allowedByRedis - l.callers[i].lost; extra > 0 {
+		c := &l.callers[i]
+		row.Lost += c.lost
+		if f.stalls {
+			// Late calls ran after their deadline: what they charged is counted apart.
+			row.LateCharged += max(0, consumed-c.allowedByRedis-(c.lost-c.late))
+		}
+		if extra := consumed - c.allowedByRedis - c.lost; extra > 0 {
 			row.Phantom += extra
 			if !f.resends || f.tuned {
 				t.Errorf("phantom charge: %s holds %d charges, its caller saw %d allowed by Redis and %d calls unanswered",
@@ -407,6 +424,10 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 				break
 			}
 		}
+	}
+	if row.LateCharged > stallEdge {
+		t.Errorf("%d charges by calls that got no answer by their deadline and that the stalled server ran when it resumed (at most %d may be: the call running when it stopped); a late call must charge nothing",
+			row.LateCharged, stallEdge)
 	}
 	if row.LeasesHeld != 0 && (!f.resends || f.tuned) {
 		t.Errorf("%d leases held on %s after every caller released (-1: Redis never answered)", row.LeasesHeld, leaseKey)
@@ -528,6 +549,7 @@ type tally struct {
 	decisions, fromRedis, degraded, callerErrs, cancelled int
 	allowedByRedis                                        int64
 	lost                                                  int64 // degraded after the call was sent, unanswered
+	late                                                  int64 // of lost, those unanswered by the deadline (not a broken connection)
 	lat                                                   []time.Duration
 	problems                                              []string // the first few
 	nproblems                                             int
@@ -544,6 +566,7 @@ func (s *tally) problem(format string, args ...any) {
 
 func (s *tally) merge(o *tally) {
 	s.lost += o.lost
+	s.late += o.late
 	s.decisions += o.decisions
 	s.fromRedis += o.fromRedis
 	s.degraded += o.degraded
@@ -588,6 +611,9 @@ func (s *tally) judge(l *faultLoad, d *Decision, err error, took time.Duration, 
 	s.degraded++
 	if unanswered(d.Err) {
 		s.lost++
+		if timedOut(d.Err) {
+			s.late++
+		}
 	}
 	if l.f.healthy && !cancels {
 		s.problem("Redis is healthy, yet a caller that keeps its context got source %d (err %v)", d.Source, d.Err)
@@ -618,6 +644,14 @@ func unanswered(err error) bool {
 		return false
 	}
 	return true
+}
+
+// timedOut reports whether an unanswered call's failure is its deadline (the engine's, or
+// the client's read timeout set from it) rather than a broken connection: the call may be
+// waiting, unrun, in the server's queue.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // peekFromRedis peeks r until Redis answers (the breaker may still be closing), for up to
