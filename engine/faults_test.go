@@ -107,7 +107,7 @@ type fault struct {
 	// A call unanswered at its deadline was not lost: the server ran it late, and it must
 	// charge nothing. Only calls whose connection failed are excused a charge; of the late
 	// ones, at most stallEdge per run may be charged (see stallEdge).
-	stalls bool
+	stalls  bool
 	replica bool // needs a second server to replicate from
 	begin   func(t *testing.T, env *faultEnv) (end func())
 }
