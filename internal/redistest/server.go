@@ -42,6 +42,8 @@ type Server struct {
 	cluster bool
 	// monitor, for a Sentinel, is the primary it watches: "NAME HOST PORT".
 	monitor string
+	// extra are further redis-server arguments (StartTLS).
+	extra []string
 
 	mu     sync.Mutex
 	proc   *process // nil when not running
@@ -228,6 +230,7 @@ func (s *Server) launch() (*process, error) {
 			"--cluster-node-timeout", "2000",
 		)
 	}
+	args = append(args, s.extra...)
 	p := &process{cmd: exec.Command(binary("redis-server"), args...), done: make(chan struct{})}
 	p.cmd.Stdout = &p.output
 	p.cmd.Stderr = &p.output
