@@ -70,6 +70,13 @@ type Policy struct {
 	Shard *Expr
 	// OnError is OnErrorAllow (the default), OnErrorDeny or OnErrorLocal.
 	OnError string
+	// LocalShare (local_share) is, for OnErrorLocal, the number of instances of the
+	// service that may decide in-process at once while the backend is unavailable: each
+	// instance's fallback runs every rule of the policy at 1/LocalShare of its limit
+	// (algorithms.Algorithm.Share), so together they keep at most the rule's limit. 1, the
+	// default, runs the whole limit on every instance.
+	LocalShare int64
+	shareRange hcl.Range // of local_share, for diagnostics
 	// Clock is ClockServer (the default) or ClockClient.
 	Clock string
 	// ClockSkew is, for ClockClient, how far apart (µs) the callers' clocks may be, each

@@ -180,9 +180,53 @@ func (l *loader) pluginGuarantee(b *hcl.Block, alg *algorithms.Algorithm) bool {
 	if shape != algorithms.ShapeNone {
 		g.Terms = func(w []int64) (algorithms.Terms, error) { return termsOf(shape, figs, exprs, alg, w) }
 	}
+	g.Share = shareSlots(alg, figs, exprs)
 	alg.Guarantee = g
 	markCapacity(alg, figs, exprs)
 	return true
+}
+
+// shareSlots returns the wire slots of a guarantee's amount (or burst) and rate when each
+// is a plain reference to a parameter of its kind, so a policy's local_share can scale
+// them (algorithms.Algorithm.Share); nil otherwise, or for "none".
+func shareSlots(alg *algorithms.Algorithm, figs []figure, exprs []hcl.Expression) *algorithms.Slots {
+	if len(figs) == 0 {
+		return nil
+	}
+	slot := func(e hcl.Expression, kind algorithms.Kind) int {
+		tr, d := hcl.AbsTraversalForExpr(e)
+		if d.HasErrors() || len(tr) != 2 {
+			return -1
+		}
+		attr, ok := tr[1].(hcl.TraverseAttr)
+		if !ok {
+			return -1
+		}
+		at := 0
+		for _, p := range alg.Params {
+			if p.Name == attr.Name {
+				if p.Kind != kind {
+					return -1
+				}
+				return at
+			}
+			at++
+			if p.Kind == algorithms.Rate {
+				at++
+			}
+		}
+		return -1
+	}
+	s := &algorithms.Slots{Amount: slot(exprs[0], algorithms.Count), Rate: -1}
+	if figs[1].kind == algorithms.Rate {
+		if s.Rate = slot(exprs[1], algorithms.Rate); s.Rate < 0 {
+			return nil
+		}
+	}
+	if s.Amount < 0 {
+		return nil
+	}
+	return s
 }
 
 // markCapacity sets Param.Capacity on the count parameter that a guarantee's amount (or

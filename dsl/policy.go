@@ -20,6 +20,7 @@ var policySchema = &hcl.BodySchema{
 		{Name: "on_error"},
 		{Name: "clock"},
 		{Name: "clock_skew"},
+		{Name: "local_share"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "rule", LabelNames: []string{"name"}}, {Type: "budget"}},
 }
@@ -56,7 +57,7 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 		return // HCL reported the missing label
 	}
 	okName := l.checkName(b, "policy")
-	p := &Policy{Name: b.Labels[0], OnError: OnErrorAllow, Clock: ClockServer, Budget: l.budget, DeclRange: b.DefRange}
+	p := &Policy{Name: b.Labels[0], OnError: OnErrorAllow, LocalShare: 1, Clock: ClockServer, Budget: l.budget, DeclRange: b.DefRange}
 	if prev, ok := l.policies[p.Name]; ok {
 		l.add(errorf(b.LabelRanges[0], "Duplicate policy", "A policy named %q is already defined at %s. Policy names are unique across all files.", p.Name, where(prev.DeclRange)))
 		okName = false
@@ -71,6 +72,9 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 		if v, ok := l.oneOf(a, []string{OnErrorAllow, OnErrorDeny, OnErrorLocal}, `"allow" lets requests through while the backend is unavailable (fail open), "deny" rejects them (fail closed), "local" decides them in-process with the same algorithms until it is back.`); ok {
 			p.OnError = v
 		}
+	}
+	if a := content.Attributes["local_share"]; a != nil {
+		l.localShare(a, p)
 	}
 	if a := content.Attributes["clock"]; a != nil {
 		if v, ok := l.oneOf(a, []string{ClockServer, ClockClient}, `"server" reads Redis's clock once per call (the default; immune to client clock skew), "client" uses the caller's clock, for tests and replays.`); ok {
@@ -319,6 +323,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 	if a := content.Attributes["cost"]; a != nil {
 		r.Cost, minCost = l.cost(a, r, capacity, capValues)
 	}
+	l.checkShare(r, p, wires, paramsOK)
 	if paramsOK {
 		l.ruleWork(r, wires, minCost, p.Budget)
 	}
