@@ -147,4 +147,3 @@ func TestTokensGRPC(t *testing.T) {
 		}
 	}
 }
-
