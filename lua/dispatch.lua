@@ -30,7 +30,15 @@
 --   "RLCTL deadline passed at <seconds> <microseconds>" (the server's TIME) when the server
 --   runs the call after its deadline (a call that waited in a stalled server's queue while
 --   its caller gave up): nothing is written, so a call nobody waits for any more charges
---   nothing.
+--   nothing. The deadline is checked when the call starts and, on the general path (below),
+--   once more between checking its rules and charging them, since TIME advances while a
+--   script runs (Redis 7 freezes only the clock that expires keys): a call whose checks
+--   ran past its deadline charges nothing either. A call of one rule or an unrolled stack
+--   (at most four built-in rules, microseconds of work) is checked when it starts only.
+--
+-- Cost: linear in the rules. A call of n rules parses, checks and charges each once; the
+-- check that no key repeats compares each key with the earlier ones while n is small
+-- (DISTINCT_SCAN) and looks it up in a set beyond.
 --
 -- State between calls: none. Under FUNCTION LOAD the library's locals live as long as the
 -- library, so main resets what a call sets (TTL_SLACK), caches only what never changes
@@ -148,6 +156,11 @@ local first = true
 
 -- RULE_COUNTS reads the usual stacks' rule counts (ARGV[6]) without parsing.
 local RULE_COUNTS = {['2'] = 2, ['3'] = 3, ['4'] = 4}
+
+-- DISTINCT_SCAN is the largest call whose keys are checked distinct by comparing each with
+-- the earlier ones (n(n-1)/2 string compares, no table); a larger call keeps a set of its
+-- keys (n lookups, one table).
+local DISTINCT_SCAN = 8
 
 local function main(KEYS, ARGV)
   if first then
@@ -283,15 +296,31 @@ local function main(KEYS, ARGV)
       st[5 * r - 4] = cost
       a = next_a
     end
-    for i = 1, r - 1 do
-      if KEYS[i] == KEYS[r] then
-        return redis.error_reply('RLCTL rule ' .. r .. ': key repeats rule ' .. i)
-      end
-    end
     rs[r] = c
   end
   if a - 1 ~= #ARGV then
     return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
+  end
+  -- No key repeats (see DISTINCT_SCAN).
+  if n <= DISTINCT_SCAN then
+    for r = 2, n do
+      local key = KEYS[r]
+      for i = 1, r - 1 do
+        if KEYS[i] == key then
+          return redis.error_reply('RLCTL rule ' .. r .. ': key repeats rule ' .. i)
+        end
+      end
+    end
+  else
+    local seen = {}
+    for r = 1, n do
+      local key = KEYS[r]
+      local i = seen[key]
+      if i then
+        return redis.error_reply('RLCTL rule ' .. r .. ': key repeats rule ' .. i)
+      end
+      seen[key] = r
+    end
   end
 
   if op == 'refund' then
@@ -316,6 +345,14 @@ local function main(KEYS, ARGV)
     local o = 5 * r
     st[o - 3], st[o - 2], st[o - 1], st[o] = write or false, w2, w3, w4
     out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset, limit
+  end
+
+  -- A call whose checks ran past its deadline charges nothing (see Errors above).
+  if allowed == 1 and ARGV[4] ~= '' then
+    t = call('TIME')
+    if t[1] * 1000000 + t[2] > tonumber(ARGV[4]) then
+      return redis.error_reply('RLCTL deadline passed at ' .. t[1] .. ' ' .. t[2] .. ': the server checked the call past its deadline; nothing was charged')
+    end
   end
 
   -- Phase 2: all or nothing.
