@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,10 +20,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/internal/listen"
 	"github.com/rlctl/rlctl/luahost"
 	"github.com/rlctl/rlctl/metrics"
 	"github.com/rlctl/rlctl/serve"
@@ -98,6 +97,10 @@ var (
 	serveDraining func()
 )
 
+// serveAdminReady, when set (by a test), is called with the admin listener's address
+// ("" for none) just before serveReady.
+var serveAdminReady func(adminAddr string)
+
 // serveGRPCOptions are added to the gRPC server's options (by a test, to watch calls).
 var serveGRPCOptions []grpc.ServerOption
 
@@ -105,6 +108,12 @@ func runServe(e *env, args []string) error {
 	fs := flags("serve")
 	grpcAddr := fs.String("grpc", ":8081", "")
 	httpAddr := fs.String("http", ":8080", "")
+	adminAddr := fs.String("admin", "127.0.0.1:6070", "")
+	tlsCert := fs.String("tls-cert", "", "")
+	tlsKey := fs.String("tls-key", "", "")
+	tlsClientCA := fs.String("tls-client-ca", "", "")
+	authTokens := fs.String("auth-tokens", "", "")
+	maxConns := fs.Int("max-conns", defaultMaxConns(), "")
 	redisURL := fs.String("redis", "", "")
 	redisType := fs.String("redis-type", "single", "")
 	timeout := fs.Duration("timeout", 50*time.Millisecond, "")
@@ -132,6 +141,19 @@ func runServe(e *env, args []string) error {
 	if *maxMemory < 0 || *timeout < 0 || *drain < 0 {
 		fmt.Fprintln(e.stderr, "rlctl: error: -max-memory, -timeout and -drain cannot be negative")
 		return errUsage
+	}
+	if *maxConns < 1 {
+		fmt.Fprintln(e.stderr, "rlctl: error: -max-conns must be at least 1")
+		return errUsage
+	}
+	sec, err := loadSecurity(*tlsCert, *tlsKey, *tlsClientCA, *authTokens)
+	if misuse := flagMisuse(""); errors.As(err, &misuse) {
+		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
+		return errUsage
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
+		return errFailed
 	}
 	log := slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
 
@@ -184,56 +206,73 @@ func runServe(e *env, args []string) error {
 		return errFailed
 	}
 
-	var gl, hl net.Listener
-	if *grpcAddr != "" {
-		if gl, err = net.Listen("tcp", *grpcAddr); err != nil {
-			fmt.Fprintf(e.stderr, "rlctl: error: -grpc: %v\n", err)
-			return errFailed
-		}
-	}
-	if *httpAddr != "" {
-		if hl, err = net.Listen("tcp", *httpAddr); err != nil {
-			if gl != nil {
-				gl.Close()
-			}
-			fmt.Fprintf(e.stderr, "rlctl: error: -http: %v\n", err)
-			return errFailed
-		}
-	}
-	if gl == nil && hl == nil {
+	if *grpcAddr == "" && *httpAddr == "" {
 		fmt.Fprintln(e.stderr, "rlctl: error: -grpc and -http are both empty: nothing to serve")
 		return errUsage
+	}
+	refused := refusedConns()
+	reg.MustRegister(refused)
+	var ls [3]net.Listener // gRPC, HTTP API, admin
+	for i, l := range []struct {
+		flag, addr string
+		max        int
+	}{{"grpc", *grpcAddr, *maxConns}, {"http", *httpAddr, *maxConns}, {"admin", *adminAddr, adminMaxConns}} {
+		if ls[i], err = listenCapped(l.flag, l.addr, l.max, refused); err != nil {
+			for _, o := range ls[:i] {
+				if o != nil {
+					o.Close()
+				}
+			}
+			fmt.Fprintf(e.stderr, "rlctl: error: -%s: %v\n", l.flag, err)
+			return errFailed
+		}
+	}
+	gl, hl, al := ls[0], ls[1], ls[2]
+	sec.warnExposed(log, "gRPC", gl)
+	sec.warnExposed(log, "HTTP", hl)
+	if al != nil && !isLoopback(al.Addr()) {
+		log.Warn("rlctl serve: the admin listener (/metrics, /healthz) listens beyond loopback, with no authentication", "addr", al.Addr().String())
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	hs := health.NewServer()
-	// A pool of stream workers runs calls on goroutines whose stacks have grown already
-	// (grpc-go otherwise starts one per call): 1.07-1.21× the decisions/s in
-	// BenchmarkServeStreamWorkers (BENCHMARKS.md).
-	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.NumStreamWorkers(32)}, serveGRPCOptions...)...)
+	hs := listen.NewHealth()
+	gs := grpc.NewServer(append(sec.grpcOptions(), serveGRPCOptions...)...)
 	srv.RegisterGRPC(gs)
-	healthpb.RegisterHealthServer(gs, hs)
-	errs := make(chan error, 2)
-	var gaddr, haddr string
+	hs.Register(gs)
+	var draining atomic.Bool
+	hsrv := sec.apiServer(srv.Handler())
+	asrv := adminServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), &draining)
+	errs := make(chan error, 3)
+	var gaddr, haddr, aaddr string
 	if gl != nil {
 		gaddr = gl.Addr().String()
 		go func() { errs <- gs.Serve(gl) }()
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/", srv.Handler())
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	hsrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	if hl != nil {
 		haddr = hl.Addr().String()
-		go func() { errs <- hsrv.Serve(hl) }()
+		go func() {
+			if sec.tls != nil {
+				errs <- hsrv.ServeTLS(hl, "", "")
+			} else {
+				errs <- hsrv.Serve(hl)
+			}
+		}()
+	}
+	if al != nil {
+		aaddr = al.Addr().String()
+		go func() { errs <- asrv.Serve(al) }()
 	}
 	if *watch {
 		if _, err := srv.Watch(ctx); err != nil {
 			log.Error("rlctl serve: the policy files cannot be watched; SIGHUP still reloads them", "error", err.Error())
 		}
+		sec.watchSecrets(ctx, log)
 	}
-	log.Info("rlctl serve: serving", "grpc", gaddr, "http", haddr)
+	log.Info("rlctl serve: serving", "grpc", gaddr, "http", haddr, "admin", aaddr, "tls", sec.tls != nil, "tokens", sec.tokens != nil)
+	if serveAdminReady != nil {
+		serveAdminReady(aaddr)
+	}
 	if serveReady != nil {
 		serveReady(gaddr, haddr)
 	}
@@ -247,6 +286,7 @@ func runServe(e *env, args []string) error {
 		case s := <-sig:
 			if s == syscall.SIGHUP {
 				_, _ = srv.Reload()
+				sec.reload(log)
 				continue
 			}
 		case <-stop:
@@ -254,6 +294,7 @@ func runServe(e *env, args []string) error {
 			log.Error("rlctl serve: a listener failed", "error", err.Error())
 			gs.Stop()
 			_ = hsrv.Close()
+			_ = asrv.Close()
 			return errFailed
 		}
 		break
@@ -262,7 +303,8 @@ func runServe(e *env, args []string) error {
 	if serveDraining != nil {
 		serveDraining()
 	}
-	hs.Shutdown()
+	draining.Store(true)
+	hs.Drain() // NOT_SERVING, and Watch streams end: they would hold GracefulStop
 	cancel()
 	dctx, dcancel := context.WithTimeout(context.Background(), *drain)
 	defer dcancel()
@@ -280,6 +322,7 @@ func runServe(e *env, args []string) error {
 	if herr != nil && !errors.Is(herr, context.DeadlineExceeded) {
 		log.Warn("rlctl serve: HTTP shutdown", "error", herr.Error())
 	}
+	_ = asrv.Close()
 	log.Info("rlctl serve: stopped")
 	return nil
 }

@@ -19,7 +19,7 @@ import (
 // order with "..." lines between them; one marked <!-- quote: PATH --> has each of its
 // lines in PATH (a Go file's doc comment quoting it); a sh block's rlctl serve commands
 // are run, each until it serves (on loopback ports of its own and, for -redis, a real
-// redis-server of the test's) and answers /healthz, then stopped: it must exit 0. Every
+// redis-server of the test's) and its admin listener answers /healthz, then stopped: it must exit 0. Every
 // block of docs/serve.md is one of these.
 func TestDocsServe(t *testing.T) {
 	abs, err := filepath.Abs(root)
@@ -72,7 +72,8 @@ func TestDocsServe(t *testing.T) {
 	}
 }
 
-// serveOnce runs rlctl serve with args until it answers /healthz, then stops it. A
+// serveOnce runs rlctl serve with args until its admin listener answers /healthz, then
+// stops it. A
 // -redis URL in args is replaced by a real redis-server's.
 func serveOnce(t *testing.T, args []string) {
 	t.Helper()
@@ -84,21 +85,24 @@ func serveOnce(t *testing.T, args []string) {
 	serveWhile(t, args, func(string) {})
 }
 
-// serveWhile runs rlctl serve with args on loopback ports, checks /healthz, calls f with the
-// HTTP API's base URL, then stops the service, which must exit 0.
+// serveWhile runs rlctl serve with args on loopback ports, checks the admin listener's
+// /healthz, calls f with the HTTP API's base URL, then stops the service, which must
+// exit 0.
 func serveWhile(t *testing.T, args []string, f func(web string)) {
 	t.Helper()
-	args = append(append([]string{"serve"}, args...), "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-watch=false")
+	args = append(append([]string{"serve"}, args...), "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-watch=false")
 	ready := make(chan string, 1)
+	var admin string
+	serveAdminReady = func(a string) { admin = a }
 	serveReady = func(_, h string) { ready <- h }
 	serveStop = make(chan struct{})
-	defer func() { serveReady, serveStop = nil, nil }()
+	defer func() { serveReady, serveAdminReady, serveStop = nil, nil, nil }()
 	var logs syncbuf.Buffer
 	exit := make(chan int, 1)
 	go func() { exit <- run(args, &env{stdout: &logs, stderr: &logs}) }()
 	select {
 	case h := <-ready:
-		resp, err := http.Get("http://" + h + "/healthz")
+		resp, err := http.Get("http://" + admin + "/healthz")
 		if err != nil || resp.StatusCode != 200 {
 			t.Errorf("rlctl %s: /healthz: %v %v", strings.Join(args, " "), resp, err)
 		}

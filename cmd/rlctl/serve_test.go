@@ -72,8 +72,10 @@ func TestServeEndToEnd(t *testing.T) {
 		return h(ctx, req)
 	})}
 	serveStop = make(chan struct{})
-	ready := make(chan [2]string, 1)
-	serveReady = func(g, h string) { ready <- [2]string{g, h} }
+	ready := make(chan [3]string, 1)
+	var adminAddr string
+	serveAdminReady = func(a string) { adminAddr = a }
+	serveReady = func(g, h string) { ready <- [3]string{g, h, adminAddr} }
 	// Reloads and the drain are reported on channels: the test waits for them to happen,
 	// on real file events and signals, with no clock of its own.
 	reloads := make(chan bool, 16)
@@ -81,22 +83,22 @@ func TestServeEndToEnd(t *testing.T) {
 	draining := make(chan struct{})
 	serveDraining = func() { close(draining) }
 	defer func() {
-		serveGRPCOptions, serveStop, serveReady, serveReloaded, serveDraining = nil, nil, nil, nil, nil
+		serveGRPCOptions, serveStop, serveReady, serveAdminReady, serveReloaded, serveDraining = nil, nil, nil, nil, nil, nil
 	}()
 
 	var logs syncbuf.Buffer
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run([]string{"serve", "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-redis", "redis://" + srv.Addr(), "-timeout", "20s", "-drain", "30s", path},
+		exit <- run([]string{"serve", "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-redis", "redis://" + srv.Addr(), "-timeout", "20s", "-drain", "30s", path},
 			&env{stdout: &logs, stderr: &logs})
 	}()
-	var addrs [2]string
+	var addrs [3]string
 	select {
 	case addrs = <-ready:
 	case code := <-exit:
 		t.Fatalf("serve exited %d:\n%s", code, logs.String())
 	}
-	web := "http://" + addrs[1]
+	web, admin := "http://"+addrs[1], "http://"+addrs[2]
 	conn, err := grpc.NewClient("passthrough:///"+addrs[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +147,7 @@ func TestServeEndToEnd(t *testing.T) {
 		`rlctl_script_loads_total`: 1,
 		`rlctl_backend_call_duration_seconds_count{op="check",result="ok"}`: 5,
 	} {
-		if got := metric(t, web, series); got != want {
+		if got := metric(t, admin, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)
 		}
 	}
@@ -161,7 +163,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	await(false)
-	if got := metric(t, web, `rlctl_config_reloads_total{result="failed"}`); got < 1 {
+	if got := metric(t, admin, `rlctl_config_reloads_total{result="failed"}`); got < 1 {
 		t.Errorf("rlctl_config_reloads_total{result=\"failed\"} = %v, want at least 1", got)
 	}
 	if !strings.Contains(logs.String(), "edge.hcl:14:17: error: Unknown variable") {
@@ -178,7 +180,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	await(true)
-	if got := metric(t, web, `rlctl_config_reloads_total{result="ok"}`); got < 3 {
+	if got := metric(t, admin, `rlctl_config_reloads_total{result="ok"}`); got < 3 {
 		t.Errorf("rlctl_config_reloads_total{result=\"ok\"} = %v, want at least 3 (the load, the fixed file, SIGHUP)", got)
 	}
 	// The raised limit applies, the address's counter carried over: 3 counted, 2 left.
