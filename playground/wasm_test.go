@@ -82,7 +82,11 @@ func TestWasmInNode(t *testing.T) {
 	}
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("no node")
+		// make test installs node (its node-deps stage) and sets the switch.
+		if os.Getenv("RLCTL_REQUIRE_NODE") == "1" {
+			t.Fatal("node not found on PATH and RLCTL_REQUIRE_NODE=1: install it (apt-get install -y nodejs) or run make test")
+		}
+		t.Skip("no node (apt-get install -y nodejs; RLCTL_REQUIRE_NODE=1 makes this a failure)")
 	}
 	static, err := filepath.Abs("static")
 	if err != nil {
