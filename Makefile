@@ -11,11 +11,11 @@ FUZZ_TARGETS ?= algorithms:FuzzTrace dsl:FuzzLoad dsl:FuzzFormat dsl:FuzzTemplat
 # Per target in `make test`: 10 targets × 6s, a smoke run; run longer by hand (FUZZTIME=5m make fuzz).
 FUZZTIME ?= 6s
 
-.PHONY: test redis-deps browser-deps vet race differential proofs fuzz bench bench-serve build playground
+.PHONY: test redis-deps browser-deps node-deps vet race bench-tests differential proofs fuzz bench bench-serve build playground
 # Run the prerequisites of test one after another, in order, even under -j.
 .NOTPARALLEL:
 
-test: redis-deps browser-deps vet race differential proofs fuzz
+test: redis-deps browser-deps node-deps vet race differential proofs bench-tests fuzz
 
 redis-deps:
 	@if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then exit 0; fi; \
@@ -39,13 +39,25 @@ browser-deps:
 		exit 1; \
 	fi
 
+# The playground's Node test (TestWasmInNode, in race) runs the committed module in Debian's
+# nodejs; RLCTL_REQUIRE_NODE=1 makes a missing node a failure there, not a skip.
+node-deps:
+	@if command -v node >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+		echo "node-deps: installing nodejs with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs; \
+	else \
+		echo "node-deps: node not on PATH; run: sudo apt-get install -y nodejs" >&2; \
+		exit 1; \
+	fi
+
 vet:
 	$(GO) vet ./...
 
 # The longest stage (about 4 minutes on 2 cores): each package is reported as it finishes.
 race:
 	@echo "race: go test -race ./... (compiles every package with the race detector first: about a minute before the first result)"
-	RLCTL_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 20m -json ./... | $(GO) run ./internal/testprogress
+	RLCTL_REQUIRE_REDIS=1 RLCTL_REQUIRE_NODE=1 $(GO) test -race -count=1 -timeout 20m -json ./... | $(GO) run ./internal/testprogress
 
 # The differential suite again without the race detector, with 1,000 random traces
 # per algorithm: real redis-server, luahost and the reference models must agree on each.
@@ -55,9 +67,17 @@ differential:
 # The tests that skip under the race detector: those that run verify at its default
 # budget (the plugin catalogue: every buggy plugin caught, every correct one passing; the
 # verify sessions the README and docs show) and the playground in a headless browser
-# (about 10 s), which fails here when chromium or chromedriver is missing.
+# (about 10 s), which fails here when chromium or chromedriver is missing; and
+# TestPlaygroundMatchesCLI, which under the race detector drops most of its simulate
+# checks and all its verify checks.
 proofs:
-	RLCTL_REQUIRE_REDIS=1 RLCTL_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'TestCatalogue|TestReadme|TestDocs|TestPlaygroundInBrowser' ./verify ./cmd/rlctl ./playground
+	RLCTL_REQUIRE_REDIS=1 RLCTL_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'TestCatalogue|TestReadme|TestDocs|TestPlaygroundInBrowser|TestPlaygroundMatchesCLI' ./verify ./cmd/rlctl ./playground
+
+# bench/ is a module of its own, outside ./...: its tests (TestContenders, TestMemory: every
+# contender enforces its limit, the memory run finds every key) on a real redis-server and
+# redis-benchmark; about 11 s with a warm build cache, a minute from a cold one.
+bench-tests:
+	cd bench && RLCTL_REQUIRE_REDIS=1 $(GO) test -count=1 ./...
 
 # fuzz:FuzzCommands needs redis-server (as race does): a missing one fails, not skips.
 # Go 1.26's fuzzing coordinator may fail a run at the end of -fuzztime with a bare
