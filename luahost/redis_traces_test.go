@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlctl/rlctl/luahost"
@@ -567,47 +566,6 @@ func shrink(t *testing.T, tr trace, fails func(trace) bool) trace {
 		t.Logf("shrinking stopped at its budget; the trace may not be minimal")
 	}
 	return tr
-}
-
-// TestTracesMiniredis runs the same traces on miniredis as a second
-// opinion. Where it disagrees with real Redis, real Redis is right and the
-// host follows it; the differences are only logged.
-func TestTracesMiniredis(t *testing.T) {
-	t.Parallel()
-	rdb := realRedis(t)
-	mr := miniredis.RunT(t)
-	mdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Protocol: 2})
-	t.Cleanup(func() { mdb.Close() })
-	ctx := context.Background()
-	const maxLogged = 20
-	logged := 0
-	for _, seed := range []uint64{1, 2} {
-		tr := genTrace(seed, 1500)
-		prefix := keyPrefix(t)
-		start := time.Now()
-		want, err := runOn(ctx, rdb, tr, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mini, err := runOn(ctx, mdb, tr, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		host := runOnHost(ctx, tr, prefix)
-		span := time.Since(start).Milliseconds()
-		var differ int
-		for i := range tr {
-			if sameReply(tr[i], mini[i], want[i], span) {
-				continue
-			}
-			differ++
-			if logged < maxLogged {
-				logged++
-				t.Logf("miniredis differs from Redis on %q:\n  redis:     %s\n  miniredis: %s\n  luahost:   %s", tr[i], want[i], mini[i], host[i])
-			}
-		}
-		t.Logf("seed %d: miniredis differs from Redis on %d of %d commands", seed, differ, len(tr))
-	}
 }
 
 // TestShrink checks the trace shrinker on a failure that needs two commands
