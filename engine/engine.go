@@ -284,6 +284,8 @@ func (e *Engine) Peek(ctx context.Context, r dsl.Request) (*Decision, error) {
 // request's rules in request order, RuleResult.Request saying whose. A rule and key that
 // several requests share is one counter: it is checked once, charged their units together,
 // and its result is listed under each of them.
+//
+// One call charges at most MaxRules rules, counted before shared keys are merged.
 func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*Decision, error) {
 	if ns != nil && len(ns) != len(rs) {
 		return nil, fmt.Errorf("%w: %d requests but %d costs", ErrRequest, len(rs), len(ns))
@@ -305,6 +307,9 @@ func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*D
 				return nil, fmt.Errorf("request %d: %w", i, err)
 			}
 			return nil, err
+		}
+		if len(all) > MaxRules {
+			return nil, tooManyRules(len(all))
 		}
 	}
 	uniq, fan, err := merge(all)
@@ -448,7 +453,7 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) ([]pend
 			if err != nil {
 				return nil, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
 			}
-			buf = renderKey(buf, p.Name, ru.Name, p.Shard != nil, shard, key)
+			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key)
 			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire, Compiled: e.plan.compiled[ru]}
 			if hasLease(ru.Algorithm) {
 				c.Lease = e.leasePrefix + strconv.FormatUint(e.leaseSeq.Add(1), 36)
@@ -520,10 +525,26 @@ func newDecision(n int) *Decision {
 	return &b.d
 }
 
+// MaxRules is the most rules one decision (Allow, AllowN, Peek, AllowAll) may check: a
+// request, or the requests of one AllowAll together, that more rules apply to is refused
+// with ErrRequest before anything is sent. A call's cost on the backend is per rule (each
+// is a key read and written inside one atomic script that stalls every other client of
+// that Redis while it runs), so this bounds one call's script time: 256 rules of the
+// built-in algorithms run in about a millisecond on redis-server (serve's budget test
+// measures it).
+const MaxRules = 256
+
+func tooManyRules(n int) error {
+	return fmt.Errorf("%w: %d rules apply, more than the %d one decision may check (engine.MaxRules)", ErrRequest, n, MaxRules)
+}
+
 func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision, error) {
 	rules, err := e.collect(r, n, 0, nil)
 	if err != nil {
 		return nil, err
+	}
+	if len(rules) > MaxRules {
+		return nil, tooManyRules(len(rules))
 	}
 	return e.run(ctx, rules, rules, nil, n > 0)
 }
