@@ -302,6 +302,7 @@ func (e *Engine) degrade(ctx context.Context, call *algorithms.Call, rules []pen
 		}
 	}
 	if len(localIdx) > 0 {
+		e.shareLocal(call, rules, g, localIdx) // localshare.go
 		lc := algorithms.Call{Op: call.Op, Now: call.Now, Skew: call.Skew, Rules: make([]algorithms.Rule, len(localIdx))}
 		for j, k := range localIdx {
 			lc.Rules[j] = call.Rules[k]
