@@ -3,9 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/algorithms"
@@ -30,10 +33,27 @@ type Backend interface {
 // server, replacing any copy, and calls again. A server without FCALL (Redis 6, miniredis,
 // a managed service whose ACL forbids FUNCTION) is detected by the first call's answer,
 // and from then on the backend calls EVALSHA and, when the server does not know the
-// script (NOSCRIPT), sends the script itself with EVAL, which runs it and caches it again,
-// so even a flush racing with the call is invisible to the caller. Both forms run the
-// same code (algorithms.Script). Library names carry a hash of the code, so engines with
-// different policies share a server; old libraries stay until FUNCTION DELETE or FLUSH.
+// script (NOSCRIPT), loads it with SCRIPT LOAD and calls again; a call that still finds
+// no script sends the script itself with EVAL, which runs it and caches it again, so even
+// a flush racing with the call is invisible to the caller. Both forms run the same code
+// (algorithms.Script). Library names carry a hash of the code, so engines with different
+// policies share a server; old libraries stay until FUNCTION DELETE or FLUSH.
+//
+// Loading is single-flight: one load per server (per cluster primary) at a time. The
+// calls that find the script missing while a load runs wait for it, each no longer than
+// its own deadline, and then call again; the load itself runs to its end (at most
+// loadTimeout) whichever callers give up. A load that a call started after another call
+// saw the script missing but that finished before it asked is not repeated: the call asks
+// again first. A missing script is never a backend failure: a caller whose deadline ends
+// while it waits for a load has said nothing about the server, and only a load that fails
+// for a backend reason (the server down, stalled, out of memory) is one.
+//
+// On a Redis Cluster the backend's commands are never resent by the client for a
+// network error (go-redis would resend a call whose reply was lost to the same node):
+// the client still follows MOVED and ASK replies, which say the node did not run the call.
+// The engine resends, once, the calls a node refused without running them (see
+// ReplyClasses), after refreshing the client's map of the slots; it refreshes the map,
+// at most once per slotRefreshEvery, whenever a node fails or its breaker is open.
 //
 // The engine's decision deadline reaches Redis as the context's deadline. A go-redis client
 // honours it only with ContextTimeoutEnabled set (otherwise a stalled server holds the
@@ -64,15 +84,18 @@ type Redis struct {
 	detach bool
 	// retries: the client resends failed commands.
 	retries bool
-	// loads counts the times a server did not hold the script and was sent it.
-	loads atomic.Uint64
+	// loads runs the script loads, one per server at a time, and counts them.
+	loads loads
+	// slots decides when a cluster client's slot map is refreshed; nil elsewhere.
+	slots *slotMap
 }
 
-// ScriptLoads reports how many times a server answered that it did not hold the engine's
-// script (a new or restarted server, FUNCTION FLUSH, SCRIPT FLUSH, a failover to a
-// replica that never ran it) and the backend sent it the script. A count that keeps rising
-// is a server losing its scripts: each such call pays a round trip and a compile.
-func (r *Redis) ScriptLoads() uint64 { return r.loads.Load() }
+// ScriptLoads reports how many times the backend sent a server the engine's script
+// because a call found it missing (a new or restarted server, FUNCTION FLUSH, SCRIPT
+// FLUSH, a failover to a replica that never ran it): one load per server per loss, however
+// many calls found it missing. A count that keeps rising is a server losing its scripts:
+// each loss costs its callers a round trip, a wait for the load and a compile.
+func (r *Redis) ScriptLoads() uint64 { return r.loads.sent.Load() }
 
 // RedisOption configures a Redis backend.
 type RedisOption func(*Redis)
@@ -107,6 +130,9 @@ func NewRedis(c redis.Scripter, opts ...RedisOption) *Redis {
 	honours, retries := clientSettings(c)
 	r := &Redis{c: c, fc: functionsOf(c), detach: !honours, retries: retries}
 	r.proc, _ = c.(processor)
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		r.slots = &slotMap{every: slotRefreshEvery, refresh: cc.ReloadState, reload: reloadNow(cc)}
+	}
 	for _, o := range opts {
 		o(r)
 	}
@@ -118,6 +144,31 @@ func NewRedis(c redis.Scripter, opts ...RedisOption) *Redis {
 type functionClient interface {
 	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
 	loadOn(ctx context.Context, key, library string) error
+}
+
+// serverOf names the server the calls whose first key is key go to: the address of the
+// key's primary on a Redis Cluster, "" (the one server) elsewhere or while the cluster's
+// slot map is unknown.
+func (r *Redis) serverOf(ctx context.Context, key string) string {
+	if cc, ok := r.c.(*redis.ClusterClient); ok {
+		if node, err := cc.MasterForKey(ctx, key); err == nil {
+			return node.Options().Addr
+		}
+	}
+	return ""
+}
+
+// scriptLoad loads source with SCRIPT LOAD where the calls whose first key is key run: on
+// the key's primary of a Redis Cluster, on every shard of other clients that shard.
+func (r *Redis) scriptLoad(ctx context.Context, key, source string) error {
+	if cc, ok := r.c.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return err
+		}
+		return node.ScriptLoad(ctx, source).Err()
+	}
+	return r.c.ScriptLoad(ctx, source).Err()
 }
 
 // processor is a client that runs a prepared command, routed by its first key (every
@@ -273,32 +324,55 @@ func (r *Redis) eval(ctx context.Context, s *algorithms.Script, keys, argv []str
 }
 
 // run sends the script call args (see prepare) whose first key is key: FCALL when the
-// server runs functions, loading the library where it is missing, else EVALSHA, sending
-// the script with EVAL where the server does not hold it. A call without keys has no
-// server to route an FCALL to: it runs with EVALSHA.
+// server runs functions, loading the library where it is missing, else EVALSHA, loading
+// the script where the server does not hold it and sending it with EVAL when it is still
+// missing. A call without keys has no server to route an FCALL to: it runs with EVALSHA.
 func (r *Redis) run(ctx context.Context, s *algorithms.Script, sa scriptArgs, key string, args []any) (any, error) {
 	if r.fc != nil && !r.evalOnly.Load() && args[2] != int64(0) {
 		args[0], args[1] = "fcall", sa.function
-		v, err := r.send(ctx, args, r.ap)
-		if isFunctionNotFound(err) {
-			r.loads.Add(1)
-			if err = r.fc.loadOn(ctx, key, s.Library); err == nil {
-				return r.send(ctx, args, r.ap)
-			}
-		}
+		v, err := r.sendLoaded(ctx, s, key, args, r.ap, true)
 		if !noFunctions(err) {
 			return v, err
 		}
 		r.evalOnly.Store(true)
 	}
 	args[0], args[1] = "evalsha", sa.sha1
-	v, err := r.send(ctx, args, nil)
+	v, err := r.sendLoaded(ctx, s, key, args, nil, false)
 	if err == nil || !isNoScript(err) {
 		return v, err
 	}
-	r.loads.Add(1)
 	args[0], args[1] = "eval", sa.source
 	return r.send(ctx, args, nil)
+}
+
+// maxLoads bounds the loads one call waits for: a server that loses the script again
+// between each load and the call after it (FUNCTION FLUSH in a loop) gets the call's
+// missing-script reply after that many.
+const maxLoads = 2
+
+// sendLoaded sends args, an FCALL of s's library (function) or an EVALSHA of s, and when
+// the server answers that it does not hold the script, waits for it to be loaded there
+// (loads) and sends args again, up to maxLoads times. It returns the last reply: a
+// missing-script reply only after maxLoads loads.
+func (r *Redis) sendLoaded(ctx context.Context, s *algorithms.Script, key string, args []any, ap *redis.AutoPipeliner, function bool) (any, error) {
+	for n := 0; ; n++ {
+		seen := r.loads.epoch()
+		v, err := r.send(ctx, args, ap)
+		missing := isNoScript(err)
+		if function {
+			missing = isFunctionNotFound(err)
+		}
+		if !missing || n == maxLoads {
+			return v, err
+		}
+		load := func(ctx context.Context) error { return r.scriptLoad(ctx, key, s.Source) }
+		if function {
+			load = func(ctx context.Context) error { return r.fc.loadOn(ctx, key, s.Library) }
+		}
+		if err := r.loads.await(ctx, r.serverOf(ctx, key), seen, load); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // send runs one command, through ap when it is set, waiting for the answer no longer than
@@ -316,9 +390,18 @@ func (r *Redis) send(ctx context.Context, args []any, ap *redis.AutoPipeliner) (
 		}
 		return cmd.Result()
 	}
-	_ = r.proc.Process(ctx, cmd)
+	_ = r.proc.Process(ctx, onceCmd{cmd})
 	return cmd.Result()
 }
+
+// onceCmd is a command the client must not resend after a failure that may have come
+// after the server ran it (a lost reply, a timeout): resending a script call charges it
+// twice. A cluster client still follows MOVED and ASK, which come before the script runs.
+// It has the size of a pointer, so passing it as a redis.Cmder allocates nothing.
+type onceCmd struct{ *redis.Cmd }
+
+// NoRetry implements redis.Cmder.
+func (onceCmd) NoRetry() bool { return true }
 
 // script runs the command args on a client that cannot run a prepared one, through its
 // Scripter methods. Such a client has no FCALL (functionsOf), so args is an EVALSHA or
@@ -385,6 +468,76 @@ func noFunctions(err error) bool {
 func isNoScript(err error) bool {
 	var rerr redis.Error
 	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "NOSCRIPT")
+}
+
+// errLoadWait is the error of a call whose deadline ended while it waited for a load
+// of the script that it did not start (loads.await): it says nothing about the server.
+var errLoadWait = errors.New("engine: the deadline passed while the script loaded on the server")
+
+// loadTimeout bounds one load of the script. A load runs on its own, not under the
+// deadline of the call that started it, so that the callers who wait for it share it
+// whichever of them gives up first.
+const loadTimeout = 5 * time.Second
+
+// loads makes loading the script single-flight: at most one load per server at a time,
+// which every call that finds the script missing on that server waits for.
+type loads struct {
+	mu      sync.Mutex
+	running map[string]*loading // by server (serverOf)
+	// done counts the loads that succeeded, on any server: a call that saw the script
+	// missing although a load succeeded after the call was sent asks again before it
+	// loads.
+	done atomic.Uint64
+	sent atomic.Uint64 // loads started (ScriptLoads)
+}
+
+// loading is one load under way; err is set before done closes.
+type loading struct {
+	done chan struct{}
+	err  error
+}
+
+// epoch returns the count of loads done, to pass to await by a call about to be sent.
+func (l *loads) epoch() uint64 { return l.done.Load() }
+
+// await returns at once when a load succeeded since epoch; otherwise it starts load on
+// server unless a load runs there already, and waits for the one that runs until ctx
+// ends. It returns the load's error, or errLoadWait wrapping ctx's error.
+func (l *loads) await(ctx context.Context, server string, epoch uint64, load func(context.Context) error) error {
+	l.mu.Lock()
+	if l.done.Load() != epoch {
+		l.mu.Unlock()
+		return nil
+	}
+	ld, ok := l.running[server]
+	if !ok {
+		ld = &loading{done: make(chan struct{})}
+		if l.running == nil {
+			l.running = map[string]*loading{}
+		}
+		l.running[server] = ld
+		l.sent.Add(1)
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+		go func() {
+			defer cancel()
+			err := load(lctx)
+			l.mu.Lock()
+			delete(l.running, server)
+			if err == nil {
+				l.done.Add(1)
+			}
+			ld.err = err
+			l.mu.Unlock()
+			close(ld.done)
+		}()
+	}
+	l.mu.Unlock()
+	select {
+	case <-ld.done:
+		return ld.err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", errLoadWait, ctx.Err())
+	}
 }
 
 // Local is a Backend that runs scripts in-process on a luahost.Host, for single-instance

@@ -117,7 +117,10 @@ func (o *orphans) drain(e *Engine) {
 }
 
 // call runs c on the backend through the breaker and within the decision deadline, and
-// returns its reply or the class of its failure.
+// returns its reply or the class of its failure. On a Redis Cluster a failure that a
+// failover or a moved slot explains refreshes the client's slot map (slotMap), and a call
+// that a node refused without running it (remedy resend) is sent once more, to the slot's
+// owner in the refreshed map, through that owner's breaker.
 func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply, Class, error) {
 	caller := ctx
 	if err := ctx.Err(); err != nil {
@@ -137,40 +140,61 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 			c.Deadline = e.server.deadline(sent, wait.Microseconds())
 		}
 	}
-	br := e.breakerFor(ctx, c)
-	t, ok := br.acquire(e.clock())
-	if !ok {
-		return algorithms.Reply{}, ClassBackend, ErrBreakerOpen
-	}
-	start := e.clock()
-	rep, err := e.exec(ctx, e.backend, c)
-	if e.hooks.Called != nil {
-		e.hooks.Called(CallStats{Op: string(c.Op), Rules: len(c.Rules), Duration: e.clock().Sub(start), Err: err})
-	}
-	if err == nil {
-		br.resolve(t, succeeded, e.clock())
-		if sent != 0 && rep.Server > 0 {
-			e.server.observe(sent, e.clock().UnixMicro(), rep.Server)
+	slots := e.slotMap()
+	for resent := false; ; resent = true {
+		br, node := e.breakerFor(ctx, c)
+		t, ok := br.acquire(e.clock())
+		if !ok {
+			if node {
+				// The node may have lost its slots in a failover: the traffic that would
+				// see it never reaches it while its breaker is open.
+				slots.stale(ctx, e.clock(), false)
+			}
+			return algorithms.Reply{}, ClassBackend, ErrBreakerOpen
 		}
-		e.orphans.drain(e)
-		return rep, ClassBackend, nil
-	}
-	class := classify(caller, err)
-	switch class {
-	case ClassCaller:
-		br.resolve(t, abandoned, e.clock())
-	case ClassScript:
-		br.resolve(t, succeeded, e.clock())
-		err = fmt.Errorf("%w: %w", ErrScript, err)
-	default:
-		br.resolve(t, failed, e.clock())
-		// The server refused the call as late while the engine still waited: the clocks
-		// moved, the samples are stale, and the reply says where the server's is now.
-		if server, ok := algorithms.DeadlineServerTime(err); ok && server > 0 && sent != 0 {
-			e.server.restart(sent, e.clock().UnixMicro(), server)
+		start := e.clock()
+		rep, err := e.exec(ctx, e.backend, c)
+		if e.hooks.Called != nil {
+			e.hooks.Called(CallStats{Op: string(c.Op), Rules: len(c.Rules), Duration: e.clock().Sub(start), Err: err})
 		}
+		if err == nil {
+			br.resolve(t, succeeded, e.clock())
+			if sent != 0 && rep.Server > 0 {
+				e.server.observe(sent, e.clock().UnixMicro(), rep.Server)
+			}
+			e.orphans.drain(e)
+			return rep, ClassBackend, nil
+		}
+		class := classify(caller, err)
+		br.resolve(t, outcomeOf(class, err), e.clock())
+		switch class {
+		case ClassScript:
+			err = fmt.Errorf("%w: %w", ErrScript, err)
+		case ClassBackend:
+			// The server refused the call as late while the engine still waited: the
+			// clocks moved, the samples are stale, and the reply says where the server's
+			// is now.
+			if server, ok := algorithms.DeadlineServerTime(err); ok && server > 0 && sent != 0 {
+				e.server.restart(sent, e.clock().UnixMicro(), server)
+			}
+			again := !resent && remedyOf(err) == resend && ctx.Err() == nil
+			if slots != nil && (again || !isReply(err) && !errors.Is(err, errLoadWait)) {
+				slots.stale(ctx, e.clock(), again)
+				if again {
+					continue
+				}
+			}
+		}
+		return algorithms.Reply{}, class, err
 	}
-	return algorithms.Reply{}, class, err
+}
+
+// slotMap returns the slot map of the engine's Redis Cluster backend, nil for any other.
+func (e *Engine) slotMap() *slotMap {
+	if r, ok := e.backend.(*Redis); ok {
+		return r.slots
+	}
+	return nil
 }
 
 // bound returns the context a backend call runs under, ending at the decision deadline or
@@ -209,26 +233,28 @@ type sharedDeadline struct {
 	at     time.Time
 }
 
-// breakerFor returns the breaker of the node c goes to: on a Redis Cluster each primary has
-// its own, so one node down does not open the circuit for the others, nor do the others'
-// successes keep it closed; elsewhere (and while the cluster's slot map is unknown) the
-// engine's one breaker.
-func (e *Engine) breakerFor(ctx context.Context, c *algorithms.Call) *breaker {
+// breakerFor returns the breaker of the node c goes to, and whether it is a node's: on a
+// Redis Cluster each primary has its own, keyed by the address that the client's slot map
+// gives for the slot, so one node down does not open the circuit for the others, nor do
+// the others' successes keep it closed, and a slot that a failover moved to another node
+// is asked through that node's breaker as soon as the map knows it; elsewhere (and while
+// the cluster's slot map is unknown) the engine's one breaker.
+func (e *Engine) breakerFor(ctx context.Context, c *algorithms.Call) (*breaker, bool) {
 	if e.clusterClient == nil || len(c.Rules) == 0 {
-		return &e.br
+		return &e.br, false
 	}
 	node, err := e.clusterClient.MasterForKey(ctx, c.Rules[0].Key)
 	if err != nil {
-		return &e.br
+		return &e.br, false
 	}
 	addr := node.Options().Addr
 	if b, ok := e.nodes.Load(addr); ok {
-		return b.(*breaker)
+		return b.(*breaker), true
 	}
 	b := &breaker{threshold: e.br.threshold, cooldown: e.br.cooldown}
 	b.changed = func(from, to BreakerState) { e.breakerChanged(addr, from, to) }
 	actual, _ := e.nodes.LoadOrStore(addr, b)
-	return actual.(*breaker)
+	return actual.(*breaker), true
 }
 
 // exec sends c to b and decodes the reply. A reply that does not decode is an

@@ -23,22 +23,36 @@ func classesTable() string {
 		ClassScript:  "on_error decides; logged at error level; the backend counts as healthy",
 		ClassCaller:  "returned to the caller",
 	}
-	row := func(err string, c Class, meaning string) {
+	remedies := map[remedy]string{
+		reload: "the backend loads the script, one load per server at a time that the other callers missing it wait for within their deadline, and calls again; then on_error decides; never counts towards the breaker",
+		resend: "on a Redis Cluster the engine refreshes the slot map and sends the call once more, to the slot's owner; then on_error decides; counts towards the breaker",
+	}
+	refreshes := "; on a Redis Cluster it refreshes the slot map (at most every " + slotRefreshEvery.String() + "), and never resends the call"
+	row := func(err string, c Class, meaning string, r remedy) {
 		d := does[c]
-		if err == "breaker open (`engine.ErrBreakerOpen`)" {
-			d = "on_error decides; the breaker's probe, after the cooldown, asks the backend again"
+		switch {
+		case r != noRemedy:
+			d = remedies[r]
+		case err == "breaker open (`engine.ErrBreakerOpen`)":
+			d = "on_error decides; the breaker's probe, after the cooldown, asks the backend again; on a Redis Cluster it refreshes the slot map (at most every " +
+				slotRefreshEvery.String() + "), so that a slot a failover moved is asked at its new owner, through that owner's breaker"
+		case strings.HasPrefix(err, "the deadline ended while"):
+			d = "on_error decides; never counts towards the breaker"
+		case strings.HasPrefix(err, "network error"):
+			d += refreshes
 		}
 		b.WriteString("| " + err + " | " + c.String() + " | " + meaning + " | " + d + " |\n")
 	}
 	for _, r := range ReplyClasses {
-		row("`"+r.Prefix+" …`", r.Class, r.Meaning)
+		row("`"+r.Prefix+" …`", r.Class, r.Meaning, r.remedy)
 	}
-	row("any other error reply", ClassBackend, "a server state this table does not know")
-	row("a reply that does not decode", ClassScript, "the script and the engine disagree on the reply's shape")
-	row("network error, closed connection, client timeout, pool timeout, the engine's deadline", ClassBackend, "the server cannot be reached in time")
-	row("breaker open (`engine.ErrBreakerOpen`)", ClassBackend, "recent calls failed; the backend was not asked")
-	row("`engine.ErrRequest`", ClassCaller, "a policy expression failed on the request, or a negative or overflowing cost")
-	row("the caller's context cancelled or past its deadline", ClassCaller, "the caller stopped waiting; its call may still be charged, as a request that arrived")
+	row("any other error reply", ClassBackend, "a server state this table does not know", noRemedy)
+	row("a reply that does not decode", ClassScript, "the script and the engine disagree on the reply's shape", noRemedy)
+	row("network error, closed connection, client timeout, pool timeout, the engine's deadline", ClassBackend, "the server cannot be reached in time", noRemedy)
+	row("breaker open (`engine.ErrBreakerOpen`)", ClassBackend, "recent calls failed; the backend was not asked", noRemedy)
+	row("the deadline ended while the call waited for a load of the script that another call started", ClassBackend, "the server was loading the script", noRemedy)
+	row("`engine.ErrRequest`", ClassCaller, "a policy expression failed on the request, or a negative or overflowing cost", noRemedy)
+	row("the caller's context cancelled or past its deadline", ClassCaller, "the caller stopped waiting; its call may still be charged, as a request that arrived", noRemedy)
 	return b.String()
 }
 
