@@ -43,8 +43,13 @@ import (
 // back only for concurrency leases. A request a policy cannot evaluate is InvalidArgument;
 // a backend failure that its policy's on_error does not cover is Unavailable, which Envoy
 // treats by its failure_mode_deny.
+//
+// A request past a limit (MaxDescriptors, MaxEntries, MaxNameBytes, MaxValueBytes) is
+// InvalidArgument, with a message naming the limit; on a server made with
+// GRPCServerOptions, as g must be, a request past MaxGRPCMessageBytes is
+// ResourceExhausted and one whose domain, keys or values are not UTF-8 InvalidArgument.
 func (s *Server) RegisterGRPC(g *grpc.Server) {
-	rlsv3.RegisterRateLimitServiceServer(g, rls{s: s})
+	g.RegisterService(&rlsDesc, rls{s: s})
 }
 
 type rls struct {
@@ -77,6 +82,9 @@ func (d *descriptor) Attr(name string) string {
 func (r rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if len(req.GetDescriptors()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rlctl: the request has no descriptors")
+	}
+	if err := checkRequest(req); err != nil {
+		return nil, err
 	}
 	base := int64(req.GetHitsAddend())
 	if base == 0 {

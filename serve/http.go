@@ -1,13 +1,17 @@
 package serve
 
 import (
+	"bytes"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
@@ -16,12 +20,6 @@ import (
 
 //go:embed openapi.json
 var openapi []byte
-
-// maxBody bounds a request body of the HTTP API; maxBatch the requests of one decision.
-const (
-	maxBody  = 1 << 20
-	maxBatch = 256
-)
 
 // Handler returns the HTTP JSON API, described by the OpenAPI document it serves at
 // GET /openapi.json:
@@ -35,6 +33,13 @@ const (
 // RateLimit fields in the response's headers; 400 is a body that is not a decision
 // request or that a policy cannot evaluate, 503 a backend failure that the policy's
 // on_error does not cover. Errors are application/problem+json (RFC 9457).
+//
+// A POST's body must be JSON, sent as Content-Type application/json (415 otherwise: a
+// browser page may post text/plain to any site, but not JSON), of at most MaxBodyBytes
+// (413), and UTF-8 throughout with no escape of a lone surrogate (400: encoding/json
+// would read either as U+FFFD, making distinct byte strings one counter). A decision
+// request past MaxBatch, MaxAttributes, MaxNameBytes or MaxValueBytes is 400, naming
+// the limit.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/decide", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, false) })
@@ -90,7 +95,7 @@ type ruleBody struct {
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 	var body decideRequest
 	if err := readJSON(w, r, &body); err != nil {
-		problem(w, http.StatusBadRequest, "Not a decision request", err.Error())
+		refuse(w, "Not a decision request", err)
 		return
 	}
 	var rs []dsl.Request
@@ -109,14 +114,22 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 		problem(w, http.StatusBadRequest, "Not a decision request", "give either attributes (and cost) or requests, not both")
 		return
 	case body.Requests != nil:
-		if len(body.Requests) == 0 || len(body.Requests) > maxBatch {
-			problem(w, http.StatusBadRequest, "Not a decision request", fmt.Sprintf("requests must hold 1 to %d requests, not %d", maxBatch, len(body.Requests)))
+		if len(body.Requests) == 0 || len(body.Requests) > MaxBatch {
+			problem(w, http.StatusBadRequest, "Not a decision request", fmt.Sprintf("requests must hold 1 to %d requests (MaxBatch), not %d", MaxBatch, len(body.Requests)))
 			return
 		}
-		for _, q := range body.Requests {
+		for i, q := range body.Requests {
+			if err := checkAttributes(q.Attributes); err != nil {
+				problem(w, http.StatusBadRequest, "Not a decision request", fmt.Sprintf("request %d: %v", i, err))
+				return
+			}
 			rs, ns = append(rs, engine.Attrs(q.Attributes)), append(ns, cost(q.Cost))
 		}
 	default:
+		if err := checkAttributes(body.Attributes); err != nil {
+			problem(w, http.StatusBadRequest, "Not a decision request", err.Error())
+			return
+		}
 		rs, ns = []dsl.Request{engine.Attrs(body.Attributes)}, []int64{cost(body.Cost)}
 	}
 	e := s.Engine()
@@ -155,12 +168,12 @@ type releaseRequest struct {
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	var body releaseRequest
-	if err := readJSON(w, r, &body); err != nil || body.Lease == "" {
-		detail := "the body must be {\"lease\": \"<id from /v1/decide>\"}"
-		if err != nil {
-			detail = err.Error()
-		}
-		problem(w, http.StatusBadRequest, "Not a release request", detail)
+	if err := readJSON(w, r, &body); err != nil {
+		refuse(w, "Not a release request", err)
+		return
+	}
+	if body.Lease == "" {
+		problem(w, http.StatusBadRequest, "Not a release request", "the body must be {\"lease\": \"<id from /v1/decide>\"}")
 		return
 	}
 	h, ok := s.leases.take(body.Lease)
@@ -180,8 +193,44 @@ func ms(d time.Duration) int64 {
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
 
+// bodyError is a request body refused for its form rather than its content: Status is
+// 413 or 415.
+type bodyError struct {
+	Status int
+	Title  string
+	Detail string
+}
+
+func (e *bodyError) Error() string { return e.Detail }
+
+// refuse writes the problem for err, an error of readJSON: a bodyError's own status and
+// title, else 400 with title.
+func refuse(w http.ResponseWriter, title string, err error) {
+	if be, ok := errors.AsType[*bodyError](err); ok {
+		problem(w, be.Status, be.Title, be.Detail)
+		return
+	}
+	problem(w, http.StatusBadRequest, title, err.Error())
+}
+
+// readJSON decodes r's body, a single JSON value, into v. It refuses a body that is
+// not Content-Type application/json (415) or longer than MaxBodyBytes (413), both as a
+// *bodyError, and one that is not UTF-8 or escapes a lone surrogate.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	if err := jsonContentType(r.Header.Get("Content-Type")); err != nil {
+		return err
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return &bodyError{Status: http.StatusRequestEntityTooLarge, Title: "Request body too large", Detail: fmt.Sprintf("the body is more than the %d bytes a request may be (MaxBodyBytes)", MaxBodyBytes)}
+		}
+		return fmt.Errorf("the body could not be read: %v", err)
+	}
+	if err := checkText(b); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("the body is not the JSON this endpoint takes: %v", err)
@@ -190,6 +239,92 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return errors.New("the body holds more than one JSON value")
 	}
 	return nil
+}
+
+// jsonContentType refuses (415) a Content-Type other than application/json, with no
+// charset but UTF-8.
+func jsonContentType(ct string) error {
+	mt, params, err := mime.ParseMediaType(ct)
+	if err == nil && mt == "application/json" && (params["charset"] == "" || strings.EqualFold(params["charset"], "utf-8")) {
+		return nil
+	}
+	if ct == "" {
+		ct = "none"
+	}
+	return &bodyError{Status: http.StatusUnsupportedMediaType, Title: "Unsupported media type", Detail: fmt.Sprintf("the body must be sent as Content-Type: application/json (UTF-8), not %s", ct)}
+}
+
+// checkText refuses a JSON body that encoding/json would decode lossily: bytes that are
+// not UTF-8, or a \u escape of a surrogate that is not half of a pair. Either would
+// become U+FFFD, so distinct values would be one counter.
+func checkText(b []byte) error {
+	if !utf8.Valid(b) {
+		i := 0
+		for i < len(b) {
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n == 1 {
+				break
+			}
+			i += n
+		}
+		return fmt.Errorf("the body is not UTF-8 (byte %d): rlctl takes UTF-8 text only, so that two byte strings are never one counter", i)
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		// Outside strings a backslash is not JSON at all (the decoder refuses it); inside,
+		// it starts an escape, which is skipped whole.
+		i++
+		if i >= len(b) || b[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(b[i+1:])
+		if !ok {
+			continue // not JSON: the decoder refuses it
+		}
+		i += 4
+		switch {
+		case r >= 0xdc00 && r <= 0xdfff:
+			return loneSurrogate(r)
+		case r >= 0xd800 && r <= 0xdbff:
+			if len(b) < i+3 || b[i+1] != '\\' || b[i+2] != 'u' {
+				return loneSurrogate(r)
+			}
+			lo, ok := hex4(b[i+3:])
+			if !ok || lo < 0xdc00 || lo > 0xdfff {
+				return loneSurrogate(r)
+			}
+			i += 6
+		}
+	}
+	return nil
+}
+
+func loneSurrogate(r rune) error {
+	return fmt.Errorf("the body escapes a lone surrogate (\\u%04x), which is no character: rlctl takes UTF-8 text only, so that two strings are never one counter", r)
+}
+
+// hex4 is the value of the four hex digits b starts with.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
