@@ -84,8 +84,8 @@ func TestScripterOnlyClient(t *testing.T) {
 			t.Fatalf("call %d: allowed %v, remaining %d", i+1, d.Allowed, d.Rules[0].Remaining)
 		}
 	}
-	if n, err := rdb.Exists(ctx, "rl:p:r:u").Result(); err != nil || n != 1 {
-		t.Fatalf("the rule's key rl:p:r:u: exists %d %v", n, err)
+	if n, err := rdb.Exists(ctx, "rl:p:r:fixed_window:u").Result(); err != nil || n != 1 {
+		t.Fatalf("the rule's key rl:p:r:fixed_window:u: exists %d %v", n, err)
 	}
 }
 

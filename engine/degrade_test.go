@@ -489,7 +489,7 @@ func TestLostReplyLeaseIsReleased(t *testing.T) {
 	b.failWith(func(ctx context.Context, argv []string) error {
 		if argv[1] == "check" {
 			// Run the call, then lose its reply.
-			_, err := b.inner.Eval(ctx, e.plan.script, []string{"rl:p:r:u"}, argv)
+			_, err := b.inner.Eval(ctx, e.plan.script, []string{"rl:p:r:concurrency:u"}, argv)
 			if err != nil {
 				t.Errorf("the call itself failed: %v", err)
 			}

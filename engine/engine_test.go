@@ -177,8 +177,8 @@ func TestStackDeniedByLastRule(t *testing.T) {
 // charges of the first two are refunded and no phantom charge remains.
 func TestClusterCompensation(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
-	for _, key := range []string{"foo{}{bar}", "{}", "{{a}}", "a{b}{c}", "}{x}", "rl:{acme}:api:r:k",
-		string(renderKey(nil, "p", "r", true, "x}{y", "{k}")), string(renderKey(nil, "p", "r", false, "", "a{b}"))} {
+	for _, key := range []string{"foo{}{bar}", "{}", "{{a}}", "a{b}{c}", "}{x}", "rl:{acme}:api:r:gcra:k",
+		string(renderKey(nil, "p", "r", "gcra", true, "x}{y", "{k}")), string(renderKey(nil, "p", "r", "gcra", false, "", "a{b}"))} {
 		want, err := cl.Client(t).ClusterKeySlot(context.Background(), key).Result()
 		if err != nil {
 			t.Fatal(err)

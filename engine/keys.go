@@ -3,23 +3,40 @@ package engine
 import (
 	"crypto/sha256"
 	"encoding/hex"
+
+	"github.com/rlctl/rlctl/algorithms"
 )
 
 // Key layout. Every key the engine writes is
 //
-//	rl:{<shard>}:<policy>:<rule>:<key>   when the policy declares a shard
-//	rl:<policy>:<rule>:<key>             otherwise
+//	rl:{<shard>}:<policy>:<rule>:<algorithm>:<key>   when the policy declares a shard
+//	rl:<policy>:<rule>:<algorithm>:<key>             otherwise
 //
 // With a shard, "{<shard>}" is the Redis Cluster hash tag: all of a request's keys in that
 // policy share one slot, so one call decides them atomically. Without one, each key hashes
 // whole and lands in a slot of its own.
 //
+// <algorithm> is the tag of the algorithm that reads and writes the key (AlgorithmTag), so a
+// rule's stored state is only ever read by the algorithm that wrote it: a rule that changes
+// algorithm, in one reload or in several, across a restart with new files, or between two
+// instances of a fleet running different policies or versions, reads and writes keys of
+// its own that start empty, never the other algorithm's state (a WRONGTYPE error, or a
+// wrong count, until the old keys expired). A built-in's tag is its name; a plugin's is its
+// name, '-' and a hash of its Lua source, so an edited plugin starts its counters over
+// too (the edit may change what it stores).
+//
+// A built-in whose stored layout changes (another type, other fields, other units) must
+// get a new tag in the same change, such as "gcra2" (see AlgorithmTag): the tag names a
+// layout, not a file, and an instance running the old layout must never read the new one.
+//
 // Rendered values (shard and key) are request data and may hold anything. Rendering is
 // injective: two different values of a rule's key (or of a policy's shard) never give the
 // same Redis key, so no client can share, or exhaust, another client's counter by what it
-// sends. Policy and rule names are identifiers (no ':', '{' or '}'), the shard ends at the
-// first '}' and the key is the rest, so each part is recovered from the key, and within a
-// part:
+// sends; nor do two rules, or one rule under two algorithms. Policy and rule names are
+// identifiers (letters, digits, '_' and '-': no ':', '{' or '}'), so is the algorithm tag
+// (a built-in's name has no '-', a plugin's tag always has one, and a plugin cannot take a
+// built-in's name), the shard ends at the first '}' and the key is the rest, so each part
+// is recovered from the key, and within a part:
 //
 //   - '{', '}', '%', '#' and bytes outside printable ASCII become %XX (upper-case hex). A
 //     rendered value therefore never holds a brace, and can never open or close a hash tag:
@@ -35,6 +52,10 @@ import (
 // string the policy's expression gives; how expressions turn request attributes into that
 // string (and which attribute values they merge on purpose, such as lower()) is described
 // by dsl.Expr.
+//
+// Keys written before the algorithm was part of them (rl:[{shard}:]<policy>:<rule>:<key>)
+// are not read: after an upgrade every rule's counters start over once, and the old keys
+// expire on their own.
 const maxKeyPart = 128
 
 // keyPrefix is the namespace of every engine key.
@@ -84,9 +105,26 @@ func needsEscape(c byte) bool {
 	return c == '{' || c == '}' || c == '%' || c == '#' || c < 0x21 || c > 0x7e
 }
 
-// renderKey appends to buf[:0] the Redis key of a rule for one request; shard is used only
-// when sharded is true.
-func renderKey(buf []byte, policy, rule string, sharded bool, shard, key string) []byte {
+// pluginHashLen is how many hex digits of the SHA-256 of a plugin's source its tag holds:
+// 48 bits, so two edits of one plugin share a tag with a chance of 2^-48.
+const pluginHashLen = 12
+
+// AlgorithmTag is the <algorithm> part of the keys a rule of algorithm a reads and writes
+// (see the key layout above): a built-in's name, or for any other algorithm (a plugin) its
+// name, '-' and the first 12 hex digits of the SHA-256 of its Source, such as
+// "my_window-3f2a9c01b4de". Two algorithms with one tag store the same layout.
+func AlgorithmTag(a *algorithms.Algorithm) string {
+	if b, ok := algorithms.Lookup(a.Name); ok && b == a {
+		// A built-in: give it a new tag here (name2, name3…) when its stored layout changes.
+		return a.Name
+	}
+	sum := sha256.Sum256([]byte(a.Source))
+	return a.Name + "-" + hex.EncodeToString(sum[:])[:pluginHashLen]
+}
+
+// renderKey appends to buf[:0] the Redis key of a rule for one request; tag is its
+// algorithm's AlgorithmTag, and shard is used only when sharded is true.
+func renderKey(buf []byte, policy, rule, tag string, sharded bool, shard, key string) []byte {
 	buf = append(buf[:0], keyPrefix...)
 	if sharded {
 		buf = append(buf, '{')
@@ -96,6 +134,8 @@ func renderKey(buf []byte, policy, rule string, sharded bool, shard, key string)
 	buf = append(buf, policy...)
 	buf = append(buf, ':')
 	buf = append(buf, rule...)
+	buf = append(buf, ':')
+	buf = append(buf, tag...)
 	buf = append(buf, ':')
 	return appendPart(buf, key)
 }

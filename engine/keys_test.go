@@ -1,14 +1,17 @@
 package engine
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/luahost"
 )
 
 func TestRenderKey(t *testing.T) {
@@ -18,25 +21,73 @@ func TestRenderKey(t *testing.T) {
 		sharded          bool
 		want             string
 	}{
-		{"plain", "", "203.0.113.7", false, "rl:api:per_ip:203.0.113.7"},
-		{"sharded", "acme", "u1", true, "rl:{acme}:api:per_ip:u1"},
-		{"empty shard", "", "u1", true, "rl:{-}:api:per_ip:u1"},
-		{"braces in key", "", "a}{b", false, "rl:api:per_ip:a%7D%7Bb"},
-		{"braces in shard", "x}y", "k", true, "rl:{x%7Dy}:api:per_ip:k"},
-		{"percent and space", "", "50% off", false, "rl:api:per_ip:50%25%20off"},
-		{"binary", "", "\x00\xff", false, "rl:api:per_ip:%00%FF"},
-		{"hash sign", "#1", "#k", true, "rl:{%231}:api:per_ip:%23k"},
-		{"dash shard", "-", "u1", true, "rl:{%2D}:api:per_ip:u1"},
-		{"dashes and colons kept", "a-b", "t:u-1", true, "rl:{a-b}:api:per_ip:t:u-1"},
-		{"long", "", long, false, "rl:api:per_ip:#aa20c23e3201834050679e1d88941b9a6fed0557c9a705cb2c315e2e63fd486d"},
+		{"plain", "", "203.0.113.7", false, "rl:api:per_ip:gcra:203.0.113.7"},
+		{"sharded", "acme", "u1", true, "rl:{acme}:api:per_ip:gcra:u1"},
+		{"empty shard", "", "u1", true, "rl:{-}:api:per_ip:gcra:u1"},
+		{"braces in key", "", "a}{b", false, "rl:api:per_ip:gcra:a%7D%7Bb"},
+		{"braces in shard", "x}y", "k", true, "rl:{x%7Dy}:api:per_ip:gcra:k"},
+		{"percent and space", "", "50% off", false, "rl:api:per_ip:gcra:50%25%20off"},
+		{"binary", "", "\x00\xff", false, "rl:api:per_ip:gcra:%00%FF"},
+		{"hash sign", "#1", "#k", true, "rl:{%231}:api:per_ip:gcra:%23k"},
+		{"dash shard", "-", "u1", true, "rl:{%2D}:api:per_ip:gcra:u1"},
+		{"dashes and colons kept", "a-b", "t:u-1", true, "rl:{a-b}:api:per_ip:gcra:t:u-1"},
+		{"long", "", long, false, "rl:api:per_ip:gcra:#aa20c23e3201834050679e1d88941b9a6fed0557c9a705cb2c315e2e63fd486d"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := string(renderKey(nil, "api", "per_ip", c.sharded, c.shard, c.key))
+			got := string(renderKey(nil, "api", "per_ip", "gcra", c.sharded, c.shard, c.key))
 			if got != c.want {
 				t.Fatalf("got %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// TestAlgorithmTag: a built-in's keys name it; a plugin's name it and a hash of its source,
+// so an edited plugin, or an algorithm that only borrows a built-in's name, never reads
+// the keys of another; and the engine writes the tag where the layout says.
+func TestAlgorithmTag(t *testing.T) {
+	ident := regexp.MustCompile(`^[a-z][a-z0-9_]*(-[0-9a-f]{12})?$`)
+	for _, b := range algorithms.Builtin() {
+		if got := AlgorithmTag(b); got != b.Name {
+			t.Errorf("built-in %s: tag %q", b.Name, got)
+		}
+	}
+	cfg, diags := dsl.Load("../policies/simple_gcra.hcl")
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	plugin := cfg.Plugins[0]
+	sum := sha256.Sum256([]byte(plugin.Source))
+	if got, want := AlgorithmTag(plugin), "simple_gcra-"+hex.EncodeToString(sum[:])[:12]; got != want {
+		t.Fatalf("plugin tag %q, want %q", got, want)
+	}
+	edited := *plugin
+	edited.Source += "\n-- a comment is an edit too\n"
+	gcra, _ := algorithms.Lookup("gcra")
+	borrowed := *gcra // same name, not the built-in
+	tags := map[string]string{}
+	for _, a := range []*algorithms.Algorithm{plugin, &edited, gcra, &borrowed} {
+		tag := AlgorithmTag(a)
+		if !ident.MatchString(tag) {
+			t.Errorf("%s: tag %q is not a name the key layout can recover", a.Name, tag)
+		}
+		if prev, ok := tags[tag]; ok {
+			t.Errorf("%s and %s share the tag %q", prev, a.Name, tag)
+		}
+		tags[tag] = a.Name
+	}
+
+	plan, err := Compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(NewLocal(luahost.New()), plan).Allow(context.Background(), Attrs{"path": "/v1/export", "user": "alice"})
+	if err != nil || len(d.Rules) != 1 {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if want := "rl:exports:per_user:" + AlgorithmTag(plugin) + ":alice"; d.Rules[0].Key != want {
+		t.Fatalf("key %q, want %q", d.Rules[0].Key, want)
 	}
 }
 
@@ -45,13 +96,13 @@ func TestRenderKey(t *testing.T) {
 func TestHostileKeysKeepTheirSlot(t *testing.T) {
 	hostile := []string{"", "{", "}", "{}", "}{", "a{b}c", "{x}", "%7B", "\x00{\xff}", strings.Repeat("{", 300)}
 	for _, shard := range hostile {
-		want := Slot(string(renderKey(nil, "p", "r1", true, shard, "k")))
+		want := Slot(string(renderKey(nil, "p", "r1", "gcra", true, shard, "k")))
 		for _, key := range hostile {
-			k := string(renderKey(nil, "p", "r2", true, shard, key))
+			k := string(renderKey(nil, "p", "r2", "gcra", true, shard, key))
 			if got := Slot(k); got != want {
 				t.Fatalf("shard %q key %q: slot %d, want %d (%q)", shard, key, got, want, k)
 			}
-			plain := string(renderKey(nil, "p", "r", false, "", key))
+			plain := string(renderKey(nil, "p", "r", "gcra", false, "", key))
 			if strings.ContainsAny(plain, "{}") {
 				t.Fatalf("unsharded key %q gained a brace: %q", key, plain)
 			}
@@ -66,8 +117,8 @@ func TestHashFormCannotBeForged(t *testing.T) {
 	sum := sha256.Sum256([]byte(long))
 	forged := "#" + hex.EncodeToString(sum[:])
 	for _, sharded := range []bool{false, true} {
-		victim := string(renderKey(nil, "p", "r", sharded, long, long))
-		attacker := string(renderKey(nil, "p", "r", sharded, forged, forged))
+		victim := string(renderKey(nil, "p", "r", "gcra", sharded, long, long))
+		attacker := string(renderKey(nil, "p", "r", "gcra", sharded, forged, forged))
 		if victim == attacker {
 			t.Fatalf("sharded %v: %q renders as the hash of a long value: %q", sharded, forged, victim)
 		}
@@ -82,8 +133,8 @@ func TestHashFormCannotBeForged(t *testing.T) {
 // TestShardDashIsNotTheEmptyShard: the empty shard is written "-", so the shard "-" must be
 // written otherwise.
 func TestShardDashIsNotTheEmptyShard(t *testing.T) {
-	empty := string(renderKey(nil, "p", "r", true, "", "k"))
-	dash := string(renderKey(nil, "p", "r", true, "-", "k"))
+	empty := string(renderKey(nil, "p", "r", "gcra", true, "", "k"))
+	dash := string(renderKey(nil, "p", "r", "gcra", true, "-", "k"))
 	if empty == dash {
 		t.Fatalf("shards \"\" and \"-\" share the key %q", empty)
 	}
@@ -96,8 +147,8 @@ func TestShardDashIsNotTheEmptyShard(t *testing.T) {
 func FuzzRenderKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, shard1, key1, shard2, key2 string) {
 		for _, sharded := range []bool{false, true} {
-			a := string(renderKey(nil, "pol", "rule", sharded, shard1, key1))
-			b := string(renderKey(nil, "pol", "rule", sharded, shard2, key2))
+			a := string(renderKey(nil, "pol", "rule", "gcra", sharded, shard1, key1))
+			b := string(renderKey(nil, "pol", "rule", "gcra", sharded, shard2, key2))
 			checkKey(t, a, sharded, shard1, key1)
 			checkKey(t, b, sharded, shard2, key2)
 			same := key1 == key2 && (!sharded || shard1 == shard2)
@@ -108,7 +159,7 @@ func FuzzRenderKey(f *testing.F) {
 	})
 }
 
-// checkKey parses k, the key rendered for shard and key in policy "pol" rule "rule", and
+// checkKey parses k, the key rendered for shard and key in policy "pol" rule "rule" of gcra, and
 // fails t unless it holds exactly those values.
 func checkKey(t *testing.T, k string, sharded bool, shard, key string) {
 	t.Helper()
@@ -137,9 +188,9 @@ func checkKey(t *testing.T, k string, sharded bool, shard, key string) {
 	if n, m := strings.Count(k, "{"), strings.Count(k, "}"); n != braces || m != braces {
 		t.Fatalf("%q holds %d '{' and %d '}', want %d of each", k, n, m, braces)
 	}
-	part, ok := strings.CutPrefix(rest, "pol:rule:")
+	part, ok := strings.CutPrefix(rest, "pol:rule:gcra:")
 	if !ok {
-		t.Fatalf("%q: policy and rule not where expected", k)
+		t.Fatalf("%q: policy, rule and algorithm not where expected", k)
 	}
 	checkPart(t, k, part, key)
 }
@@ -199,10 +250,10 @@ func TestSlotMatchesRedisCluster(t *testing.T) {
 	// Values from the Redis Cluster specification; TestClusterCompensation also compares
 	// Slot with a real node's CLUSTER KEYSLOT on hostile keys.
 	for key, want := range map[string]int{
-		"123456789":         12739,
-		"foo":               12182,
-		"{user1000}.a":      Slot("user1000"),
-		"rl:{acme}:api:r:k": Slot("acme"),
+		"123456789":              12739,
+		"foo":                    12182,
+		"{user1000}.a":           Slot("user1000"),
+		"rl:{acme}:api:r:gcra:k": Slot("acme"),
 	} {
 		if got := Slot(key); got != want {
 			t.Errorf("Slot(%q) = %d, want %d", key, got, want)

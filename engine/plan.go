@@ -19,6 +19,8 @@ type Plan struct {
 	policies   []*dsl.Policy
 	// compiled is each rule's compiled form in script.
 	compiled map[*dsl.Rule]*algorithms.Compiled
+	// tags is each rule's AlgorithmTag, the part of its keys naming its algorithm.
+	tags map[*dsl.Rule]string
 	// windows holds RuleResult.Window of the rules whose parameters are constant, so a
 	// decision does not evaluate a guarantee (for a plugin, HCL expressions) per request.
 	windows map[*dsl.Rule]time.Duration
@@ -47,9 +49,10 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	p := &Plan{script: s, scriptArgs: argsOf(s), policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, windows: map[*dsl.Rule]time.Duration{}, rules: len(of)}
+	p := &Plan{script: s, scriptArgs: argsOf(s), policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, tags: map[*dsl.Rule]string{}, windows: map[*dsl.Rule]time.Duration{}, rules: len(of)}
 	for i, r := range of {
 		p.compiled[r] = s.Rules[i]
+		p.tags[r] = AlgorithmTag(r.Algorithm)
 		if w, ok := constWire(r); ok {
 			p.windows[r] = window(&algorithms.Rule{Algorithm: r.Algorithm, Params: w})
 		}

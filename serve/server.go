@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,6 +31,10 @@ type Server struct {
 
 	// omitHeaders: no RateLimit fields in gRPC responses.
 	omitHeaders bool
+	// allowRemoval: a reload may drop policies and rules (Config.AllowRemoval).
+	allowRemoval bool
+	// pause waits between two reads of the policy files (see read).
+	pause func()
 
 	cur    atomic.Pointer[state]
 	reload sync.Mutex // one reload at a time
@@ -70,19 +75,51 @@ type Config struct {
 	// process during a Redis outage (the least recently used keys are evicted past it,
 	// luahost.AllKeysLRU); 0 means no cap. Not used when Backend is itself in process.
 	LocalMaxMemory int64
+	// AllowRemoval lets a reload drop a policy, or a rule of a policy it keeps: without it
+	// such a reload is refused (ErrRemoval) and the running policies stay, since a file
+	// cut short by a write in progress, or emptied by mistake, would otherwise turn those
+	// limits off. Files with no policy at all are refused whatever it says (ErrNoPolicies).
+	AllowRemoval bool
+
+	// pause, when set, replaces the wait between two reads of the files (tests).
+	pause func()
 }
 
-// ErrPolicies is wrapped by the error of a load whose policy files have errors; the
-// message holds the diagnostics, each at its file:line:col.
-var ErrPolicies = errors.New("serve: the policies do not load")
+// Errors of a load (New) or reload (Reload) that is refused; the running policies stay.
+var (
+	// ErrPolicies is wrapped by the error of a load whose policy files have errors; the
+	// message holds the diagnostics, each at its file:line:col.
+	ErrPolicies = errors.New("serve: the policies do not load")
+	// ErrNoPolicies: the files load but declare no policy (an empty file, or one holding
+	// only comments), which would allow every request.
+	ErrNoPolicies = errors.New("serve: the policy files declare no policy")
+	// ErrRemoval is wrapped by the error of a reload that would drop policies or rules
+	// while Config.AllowRemoval is not set; the message names them.
+	ErrRemoval = errors.New("serve: the reload would remove policies or rules")
+	// ErrUnstable: the files read differently each time they were read (see Reload), as
+	// when a write is in progress.
+	ErrUnstable = errors.New("serve: the policy files kept changing while being read")
+)
+
+// Reading the files: they are read (and loaded) until two reads in a row hold the same
+// bytes, at most maxReads times, readPause apart.
+const (
+	maxReads  = 5
+	readPause = 50 * time.Millisecond
+)
 
 // New loads the policies and returns a Server deciding them. An error means nothing is
-// served: the files do not load (ErrPolicies) or do not compile.
+// served: the files do not load or do not compile (ErrPolicies), declare no policy
+// (ErrNoPolicies), or kept changing while being read (ErrUnstable).
 func New(c Config) (*Server, error) {
 	if c.Backend == nil {
 		return nil, errors.New("serve: no backend")
 	}
-	s := &Server{paths: c.Paths, backend: c.Backend, opts: c.Engine, log: c.Logger, reloaded: c.Reloaded, omitHeaders: c.OmitHeaders}
+	s := &Server{paths: c.Paths, backend: c.Backend, opts: c.Engine, log: c.Logger, reloaded: c.Reloaded, omitHeaders: c.OmitHeaders,
+		allowRemoval: c.AllowRemoval, pause: c.pause}
+	if s.pause == nil {
+		s.pause = func() { time.Sleep(readPause) }
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -121,10 +158,20 @@ func New(c Config) (*Server, error) {
 func (s *Server) Engine() *engine.Engine { return s.cur.Load().engine }
 
 // Reload reads the policy files again. When they load and compile, the new policies
-// decide every request from then on; requests being decided finish on the old ones. When
-// they do not, the running policies stay, the diagnostics are logged, and the error says
-// why. The report lists, per rule, whether its counters carry over (see Changes). Files
-// that read as they did change nothing: the running engine stays, and the report is empty.
+// decide every request from then on; requests being decided finish on the old ones. The
+// report lists, per rule, whether its counters carry over (see Changes). Files that read
+// as they did change nothing: the running engine stays, and the report is empty.
+//
+// The files are read until two reads in a row hold the same bytes (each of them loaded, so
+// what is checked is what is loaded), so a file caught half-written by an editor or a copy
+// is not loaded; they are read at most five times, 50ms apart, before the reload is
+// refused with ErrUnstable.
+//
+// A reload is refused, and the running policies stay, when the files do not load or
+// compile (ErrPolicies), declare no policy at all (ErrNoPolicies, always), or drop a
+// policy or a rule of a policy they keep while Config.AllowRemoval is not set
+// (ErrRemoval, naming each). A refusal is logged at error level with its reason and how
+// to allow it, and reported to the Reloaded hook as a failed reload.
 func (s *Server) Reload() ([]Change, error) {
 	s.reload.Lock()
 	defer s.reload.Unlock()
@@ -148,7 +195,12 @@ func (s *Server) Reload() ([]Change, error) {
 	}
 	s.cur.Store(st)
 	for _, c := range changes {
-		s.log.Info("rlctl serve: rule "+c.Kind.String(), "policy", c.Policy, "rule", c.Rule, "why", c.Why)
+		level := slog.LevelInfo
+		if c.Kind == Removed {
+			// Allowed (AllowRemoval), but a limit is gone: say so louder than a change.
+			level = slog.LevelWarn
+		}
+		s.log.Log(context.Background(), level, "rlctl serve: rule "+c.Kind.String(), "policy", c.Policy, "rule", c.Rule, "why", c.Why)
 	}
 	s.log.Info("rlctl serve: policies reloaded", "policies", len(st.plan.Policies()), "rules", countRules(st.cfg), "script", st.plan.Script().SHA1)
 	if s.reloaded != nil {
@@ -160,19 +212,22 @@ func (s *Server) Reload() ([]Change, error) {
 // load reads, checks and compiles the policy files, and compares them with the running
 // ones. It changes nothing.
 func (s *Server) load() (*state, []Change, error) {
-	cfg, diags := dsl.Load(s.paths...)
+	cfg, diags := s.read()
+	if cfg == nil {
+		return nil, nil, ErrUnstable
+	}
 	if diags.HasErrors() {
-		var files map[string]*hcl.File
-		if cfg != nil {
-			files = cfg.Files
-		}
-		return nil, nil, fmt.Errorf("%w:\n%s", ErrPolicies, render(files, diags))
+		return nil, nil, fmt.Errorf("%w:\n%s", ErrPolicies, render(cfg.Files, diags))
+	}
+	if len(cfg.Policies) == 0 {
+		return nil, nil, fmt.Errorf("%w in %s: every request would be allowed. Declare at least one policy; "+
+			"a file being written is read again on the next change or SIGHUP", ErrNoPolicies, strings.Join(s.paths, ", "))
 	}
 	var changes []Change
 	if old := s.cur.Load(); old != nil {
 		changes = Changes(old.cfg, cfg)
-		if conflicts := conflicting(cfg, changes); conflicts.HasErrors() {
-			return nil, nil, fmt.Errorf("%w:\n%s", ErrPolicies, render(cfg.Files, conflicts))
+		if err := s.removals(old.cfg, cfg, changes); err != nil {
+			return nil, nil, err
 		}
 	}
 	plan, err := engine.Compile(cfg)
@@ -180,6 +235,49 @@ func (s *Server) load() (*state, []Change, error) {
 		return nil, nil, fmt.Errorf("%w: %v", ErrPolicies, err)
 	}
 	return &state{cfg: cfg, plan: plan, engine: engine.New(s.backend, plan, s.opts...), at: s.leases.now()}, changes, nil
+}
+
+// read loads the policy files until two loads in a row read the same bytes from the same
+// files, and returns the last; nil when they never did within maxReads loads.
+func (s *Server) read() (*dsl.Config, hcl.Diagnostics) {
+	cfg, diags := dsl.Load(s.paths...)
+	for range maxReads - 1 {
+		s.pause()
+		again, more := dsl.Load(s.paths...)
+		if sameFiles(cfg, again) {
+			return again, more
+		}
+		cfg, diags = again, more
+	}
+	return nil, diags
+}
+
+// removals is the error of a reload from old to cur, whose changes are given, when it
+// drops policies or rules of kept policies and removals are not allowed; nil otherwise.
+func (s *Server) removals(old, cur *dsl.Config, changes []Change) error {
+	if s.allowRemoval {
+		return nil
+	}
+	kept := map[string]bool{}
+	for _, p := range cur.Policies {
+		kept[p.Name] = true
+	}
+	var gone []string
+	for _, p := range old.Policies {
+		if !kept[p.Name] {
+			gone = append(gone, fmt.Sprintf("policy %q", p.Name))
+		}
+	}
+	for _, c := range changes {
+		if c.Kind == Removed && kept[c.Policy] {
+			gone = append(gone, fmt.Sprintf("rule %q of policy %q", c.Rule, c.Policy))
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s would no longer be limited. If that is meant, run rlctl serve with -allow-removal "+
+		"(serve.Config.AllowRemoval); if a file was cut short or emptied, restore it", ErrRemoval, strings.Join(gone, ", "))
 }
 
 // render writes diagnostics as rlctl validate does, without colour.

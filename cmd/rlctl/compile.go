@@ -27,9 +27,9 @@ With -from, compile also says what replacing the policies at OLD (a file or dire
 ones running now) with these does to each rule's counters, as rlctl serve reloads them or a
 deployment switches: kept (same policy and rule names, algorithm, key and shard, so the same
 Redis keys: the counters carry over and are read against the new parameters), reset (the
-key or shard changed: new keys, counters start empty), added, removed, or conflict (the
-algorithm changed under the same name: the new one would read the old one's state; rlctl
-serve refuses such a reload). A conflict makes compile exit 1.
+algorithm, key or shard changed: new keys, counters start empty), added, or removed (its
+keys expire on their own; rlctl serve refuses a reload that removes a rule or a policy
+unless it runs with -allow-removal).
 
   -json      print the plan as JSON
   -from OLD  compare with the policies at OLD
@@ -53,7 +53,7 @@ serve refuses such a reload). A conflict makes compile exit 1.
 			return err
 		}
 		out := describe(cfg, plan)
-		conflict := false
+		removed := false
 		if *from != "" {
 			old, _ := load(e, []string{*from})
 			if old == nil {
@@ -62,11 +62,11 @@ serve refuses such a reload). A conflict makes compile exit 1.
 			out.Changes = []changeOut{}
 			for _, c := range serve.Changes(old, cfg) {
 				out.Changes = append(out.Changes, changeOut{Policy: c.Policy, Rule: c.Rule, Change: c.Kind.String(), Why: c.Why})
-				conflict = conflict || c.Kind == serve.Conflict
+				removed = removed || c.Kind == serve.Removed
 			}
 		}
-		if conflict {
-			defer fmt.Fprintln(e.stderr, "rlctl: error: a rule changed algorithm under the same name; rename it so that its counters start under keys of their own")
+		if removed {
+			defer fmt.Fprintln(e.stderr, "rlctl: hint: rlctl serve refuses a reload that removes a rule or a policy unless it runs with -allow-removal")
 		}
 		if *asJSON {
 			enc := json.NewEncoder(e.stdout)
@@ -77,9 +77,6 @@ serve refuses such a reload). A conflict makes compile exit 1.
 			}
 		} else {
 			printPlan(e, out, *from)
-		}
-		if conflict {
-			return errFailed
 		}
 		return nil
 	},
@@ -95,7 +92,7 @@ type planOut struct {
 type changeOut struct {
 	Policy string `json:"policy"`
 	Rule   string `json:"rule"`
-	Change string `json:"change"` // kept, reset, added, removed, conflict
+	Change string `json:"change"` // kept, reset, added, removed
 	Why    string `json:"why"`
 }
 
@@ -203,7 +200,7 @@ func describe(cfg *dsl.Config, plan *engine.Plan) planOut {
 			if p.Shard != nil {
 				key += "{" + keyPart(cfg, p.Shard) + "}:"
 			}
-			ro.Key = key + p.Name + ":" + r.Name + ":" + keyPart(cfg, r.Key)
+			ro.Key = key + p.Name + ":" + r.Name + ":" + engine.AlgorithmTag(r.Algorithm) + ":" + keyPart(cfg, r.Key)
 			ro.Argv = argv
 			switch w := r.Work; {
 			case w != nil:
