@@ -30,15 +30,16 @@ import (
 
 var cmdServe = &command{
 	name:  "serve",
-	args:  "[-grpc ADDR] [-http ADDR] [-redis URL [-redis-type TYPE]] [-timeout D] [-max-memory BYTES] [-drain D] [-watch=false] [-no-headers] [-log-level LEVEL] FILE|DIR...",
+	args:  "[-grpc ADDR] [-http ADDR] [-admin ADDR] [-tls-cert FILE -tls-key FILE [-tls-client-ca FILE]] [-auth-tokens FILE] [-max-conns N] [-redis URL [-redis-type TYPE]] [-timeout D] [-max-memory BYTES] [-drain D] [-watch=false] [-no-headers] [-log-level LEVEL] FILE|DIR...",
 	short: "run the policies as a rate limit service: Envoy's gRPC protocol, an HTTP API, metrics",
 	long: `Serve decides requests for other processes with the policies of the files:
 
   gRPC (-grpc, default :8081)  Envoy's rate limit service, envoy.service.ratelimit.v3
                                RateLimitService/ShouldRateLimit, and grpc.health.v1
   HTTP (-http, default :8080)  POST /v1/decide, /v1/peek, /v1/release (JSON; GET
-                               /openapi.json describes them), GET /metrics (Prometheus),
-                               GET /healthz
+                               /openapi.json describes them)
+  admin (-admin, default       GET /metrics (Prometheus), GET /healthz (503 once
+         127.0.0.1:6070)       draining): never expose it
 
 With -redis the engine runs on that Redis (every instance of the service sharing it);
 without, on the embedded backend: the state is in this process, and one instance is the
@@ -52,8 +53,17 @@ its policy and rule names, algorithm, key and shard stay the same; a reload that
 a rule's algorithm under the same name is refused (rename the rule). Each reload logs,
 per rule, kept, reset, added or removed.
 
-SIGTERM or SIGINT stops the service: health turns NOT_SERVING, new calls are refused,
-calls in flight finish (for at most -drain), then it exits 0.
+The gRPC and HTTP listeners take anyone who reaches them: a caller can peek at and
+drain any counter. -auth-tokens, -tls-client-ca, or both, say who may call; each
+listener warns at start when it listens beyond loopback with neither. Every connection
+is held to timeouts (HTTP: 5s for the headers, 10s to read a request, 10s to write the
+answer, 60s idle; gRPC: 5s for the handshake, 60s idle, pings every 30s) and each
+listener to -max-conns open connections: one past them is closed at once and counted in
+rlctl_connections_refused_total. docs/serve.md's "Security" is the threat model.
+
+SIGTERM or SIGINT stops the service: health turns NOT_SERVING (grpc.health.v1 Watch
+streams are told so and end), new calls are refused, calls in flight finish (for at
+most -drain), then it exits 0. SIGHUP also reads the TLS and token files again.
 
 Logs are JSON lines on stderr (log/slog). Every flag can also be set by an environment
 variable, the flag's name in capitals with RLCTL_ before it and - as _ (RLCTL_GRPC,
@@ -62,6 +72,22 @@ RLCTL_REDIS, RLCTL_REDIS_TYPE, ...); a flag on the command line wins.
 Flags:
   -grpc ADDR        gRPC listen address (default :8081; "" for none)
   -http ADDR        HTTP listen address (default :8080; "" for none)
+  -admin ADDR       the admin listener, /metrics and /healthz (default 127.0.0.1:6070;
+                    "" for none)
+  -tls-cert FILE, -tls-key FILE
+                    TLS, with this PEM certificate chain and key, on the gRPC and HTTP
+                    listeners (not on admin); read again when the files change (a pair
+                    that does not load keeps the running one, logged)
+  -tls-client-ca FILE
+                    require a client certificate that these PEM CAs sign, on the gRPC
+                    and HTTP listeners (needs -tls-cert; read once, at start)
+  -auth-tokens FILE bearer tokens, one a line (# comments and blank lines ignored);
+                    every gRPC call but grpc.health.v1's needs "authorization: Bearer
+                    TOKEN" metadata (Unauthenticated without), every HTTP API request
+                    an Authorization: Bearer TOKEN header (401 without); read again when
+                    the file changes (one that holds no token keeps the running ones)
+  -max-conns N      open connections per listener, gRPC and HTTP each (default: (the
+                    open-file limit - 272) / 2, 376 at a limit of 1024, at least 64)
   -redis URL        redis://[user:password@]host:port[/db] or rediss://... (TLS); for a
                     cluster or Sentinel, the first address, further ones as &addr=host:port
   -redis-type TYPE  single (default), cluster or sentinel (the URL then needs

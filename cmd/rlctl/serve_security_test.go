@@ -405,6 +405,7 @@ func TestServeMaxConns(t *testing.T) {
 			t.Fatal(err)
 		}
 		flood = append(flood, c)
+		t.Cleanup(func() { c.Close() }) // before the stop, which waits for every connection
 	}
 	over, err := net.Dial("tcp", s.grpc)
 	if err != nil {
