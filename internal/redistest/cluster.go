@@ -21,10 +21,13 @@ const (
 	clusterSlots   = 16384
 )
 
-// Cluster is a Redis Cluster of masters without replicas, each a Server on
-// 127.0.0.1 owned by the test binary.
+// Cluster is a Redis Cluster, each node a Server on 127.0.0.1 owned by the test binary:
+// masters only (StartCluster), or masters with one replica each (StartReplicatedCluster).
+// Its nodes run with cluster-node-timeout 2000 ms: a killed master's replica takes over
+// about 2.5-4 s after the kill.
 type Cluster struct {
-	nodes []*Server
+	nodes    []*Server
+	replicas int // per master
 }
 
 // StartCluster starts a Redis Cluster of n masters (n >= 3) and no replicas,
@@ -35,14 +38,30 @@ type Cluster struct {
 // a failed start fails it.
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
+	return startCluster(tb, n, 0)
+}
+
+// StartReplicatedCluster starts a Redis Cluster of n masters (n >= 3), each with one
+// replica: 2n nodes, created with redis-cli --cluster create --cluster-replicas 1. It
+// returns once every node reports cluster_state:ok, knows all 2n nodes and sees all 16384
+// slots served, and every replica's link to its master is up (so that a master killed
+// at once fails over). Find a master's replica with ReplicaOf, and a node's role with
+// Server.Role. Stopping and skipping are as for StartCluster.
+func StartReplicatedCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	return startCluster(tb, n, 1)
+}
+
+func startCluster(tb testing.TB, n, replicas int) *Cluster {
+	tb.Helper()
 	if n < 3 {
 		tb.Fatalf("redistest: StartCluster(%d): a cluster needs at least 3 masters", n)
 	}
 	requireBinaries(tb)
 	root := tb.TempDir()
-	c := &Cluster{}
+	c := &Cluster{replicas: replicas}
 	tb.Cleanup(c.stop)
-	for i := range n {
+	for i := range n * (1 + replicas) {
 		dir := filepath.Join(root, "node"+strconv.Itoa(i))
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			tb.Fatalf("redistest: %v", err)
@@ -89,7 +108,7 @@ func (c *Cluster) create() error {
 	ctx, cancel := context.WithTimeout(context.Background(), createTimeout)
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(c.replicas), "--cluster-yes")
 	cmd := exec.CommandContext(ctx, binary("redis-cli"), args...)
 	cmd.SysProcAttr = procAttr()
 	cmd.WaitDelay = time.Second
@@ -99,7 +118,8 @@ func (c *Cluster) create() error {
 	return nil
 }
 
-// waitOK polls CLUSTER INFO on every node until each is healthy.
+// waitOK polls CLUSTER INFO on every node until each is healthy, and INFO replication on
+// every replica until its link to its master is up.
 func (c *Cluster) waitOK() error {
 	deadline := time.Now().Add(clusterTimeout)
 	for _, s := range c.nodes {
@@ -107,6 +127,9 @@ func (c *Cluster) waitOK() error {
 			info, err := command(s.Addr(), "CLUSTER", "INFO")
 			if err == nil {
 				err = clusterHealthy(info, len(c.nodes))
+			}
+			if err == nil {
+				err = replicaLinked(s)
 			}
 			if err == nil {
 				break
@@ -141,6 +164,84 @@ func clusterHealthy(info string, n int) error {
 		return fmt.Errorf("CLUSTER INFO has no %s", key)
 	}
 	return nil
+}
+
+// replicaLinked returns nil when s is a master or a replica whose link to its master is up.
+func replicaLinked(s *Server) error {
+	info, err := command(s.Addr(), "INFO", "replication")
+	if err != nil {
+		return err
+	}
+	fields := infoFields(info)
+	if fields["role"] == "slave" && fields["master_link_status"] != "up" {
+		return fmt.Errorf("replica %s: master_link_status is %q", s.Addr(), fields["master_link_status"])
+	}
+	return nil
+}
+
+// infoFields parses an INFO reply's "key:value" lines.
+func infoFields(info string) map[string]string {
+	fields := map[string]string{}
+	for _, line := range strings.Split(info, "\r\n") {
+		if key, value, ok := strings.Cut(line, ":"); ok {
+			fields[key] = value
+		}
+	}
+	return fields
+}
+
+// Role returns the server's role from INFO replication: "master" or "slave" (a replica).
+// It is safe to call at any time, on a fresh connection; a server that does not answer
+// within a second is an error.
+func (s *Server) Role() (string, error) {
+	info, err := s.Do("INFO", "replication")
+	if err != nil {
+		return "", err
+	}
+	role := infoFields(info)["role"]
+	if role == "" {
+		return "", fmt.Errorf("redistest: INFO replication of %s has no role", s.Addr())
+	}
+	return role, nil
+}
+
+// ReplicaOf returns the node of the cluster that replicates master, as master's CLUSTER
+// NODES lists it. It fails the test when master has no replica among the nodes.
+func (c *Cluster) ReplicaOf(tb testing.TB, master *Server) *Server {
+	tb.Helper()
+	nodes, err := master.Do("CLUSTER", "NODES")
+	if err != nil {
+		tb.Fatalf("redistest: CLUSTER NODES on %s: %v", master.Addr(), err)
+	}
+	id, replicas := clusterNodes(nodes)
+	for _, s := range c.nodes {
+		if replicas[s.Addr()] == id && id != "" {
+			return s
+		}
+	}
+	tb.Fatalf("redistest: %s has no replica in the cluster:\n%s", master.Addr(), nodes)
+	return nil
+}
+
+// clusterNodes parses a CLUSTER NODES reply: the id of the node that answered, and for
+// each replica's address (host:port) the id of its master.
+func clusterNodes(reply string) (self string, replicaOf map[string]string) {
+	replicaOf = map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(reply), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		flags := "," + f[2] + ","
+		if strings.Contains(flags, ",myself,") {
+			self = f[0]
+		}
+		if strings.Contains(flags, ",slave,") && f[3] != "-" {
+			replicaOf[addr] = f[3]
+		}
+	}
+	return self, replicaOf
 }
 
 // stop stops every node at once.

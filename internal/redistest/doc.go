@@ -12,8 +12,10 @@
 //
 // Shared returns one server per test binary, safe to use from parallel tests;
 // tests that use it must not Kill, Restart or Stop it, and should use keys of
-// their own. Start returns a private server, and StartCluster a private
-// Redis Cluster; both are stopped at the test's cleanup. Tests that use
+// their own. Start returns a private server, StartCluster a private Redis
+// Cluster of masters, and StartReplicatedCluster one whose masters have a
+// replica each (kill a master and its replica takes over); all are stopped at
+// the test's cleanup. Tests that use
 // Shared must not Pause it either.
 //
 // Faults for failure tests, on a private server: Kill (as a crash would) and

@@ -355,3 +355,60 @@ func TestSentinel(t *testing.T) {
 		t.Fatalf("the sentinel names %v (%v) as mymaster, want %s", addr, err, primary.Addr())
 	}
 }
+
+// TestReplicatedCluster: a cluster of 3 masters with a replica each has 6 nodes; each
+// master's replica is a node that reports itself a replica and replicates it.
+func TestReplicatedCluster(t *testing.T) {
+	cl := StartReplicatedCluster(t, 3)
+	if got := len(cl.Addrs()); got != 6 {
+		t.Fatalf("len(Addrs()) = %d, want 6", got)
+	}
+	var masters, replicas int
+	for i := range cl.Addrs() {
+		s := cl.Node(i)
+		role, err := s.Role()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch role {
+		case "master":
+			masters++
+			r := cl.ReplicaOf(t, s)
+			if role, err := r.Role(); err != nil || role != "slave" {
+				t.Fatalf("ReplicaOf(%s) = %s, role %q %v", s.Addr(), r.Addr(), role, err)
+			}
+			info, err := r.Do("INFO", "replication")
+			if err != nil || !strings.Contains(info, "master_port:"+strconv.Itoa(s.port)+"\r\n") {
+				t.Fatalf("%s does not replicate %s:\n%s %v", r.Addr(), s.Addr(), info, err)
+			}
+		case "slave":
+			replicas++
+		}
+	}
+	if masters != 3 || replicas != 3 {
+		t.Fatalf("%d masters and %d replicas, want 3 and 3", masters, replicas)
+	}
+}
+
+func TestClusterNodes(t *testing.T) {
+	const reply = "07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.1:30004@31004 slave e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 0 1426238317239 4 connected\n" +
+		"67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.1:30002@31002 master - 0 1426238316232 2 connected 5461-10922\n" +
+		"e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001 myself,master - 0 0 1 connected 0-5460\n" +
+		"6ec23923021cf3ffec47632106199cb7f496ce01 127.0.0.1:30005@31005 slave,fail 67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 0 1426238316232 5 connected\n"
+	self, replicaOf := clusterNodes(reply)
+	if self != "e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca" {
+		t.Errorf("self = %q", self)
+	}
+	want := map[string]string{
+		"127.0.0.1:30004": "e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca",
+		"127.0.0.1:30005": "67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1",
+	}
+	if len(replicaOf) != len(want) {
+		t.Fatalf("replicaOf = %v, want %v", replicaOf, want)
+	}
+	for addr, id := range want {
+		if replicaOf[addr] != id {
+			t.Errorf("replicaOf[%s] = %q, want %q", addr, replicaOf[addr], id)
+		}
+	}
+}
