@@ -280,11 +280,16 @@ type EngineSettings struct {
 	// client whose history the limiter forgets.
 	MaxMemory int64
 	Eviction  string
+	// Instances is the number of instances of the service that share the simulated
+	// Redis, each an engine of its own (its breaker, deny cache and on_error = "local"
+	// fallback); requests go to them in turn, as from a round-robin load balancer.
+	// Default 1.
+	Instances int
 }
 
 // DefaultEngine is the engine's configuration when a scenario sets nothing: the defaults
 // of engine.New.
-var DefaultEngine = EngineSettings{Deadline: 50 * time.Millisecond, BreakerFailures: 5, BreakerCooldown: time.Second, Eviction: "noeviction"}
+var DefaultEngine = EngineSettings{Deadline: 50 * time.Millisecond, BreakerFailures: 5, BreakerCooldown: time.Second, Eviction: "noeviction", Instances: 1}
 
 // Arrival patterns of a Traffic.
 const (

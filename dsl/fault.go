@@ -33,6 +33,7 @@ var engineSchema = &hcl.BodySchema{
 		{Name: "deny_cache"},
 		{Name: "max_memory"},
 		{Name: "eviction"},
+		{Name: "instances"},
 	},
 }
 
@@ -45,6 +46,7 @@ const faultKindsExplained = `"stall" stops answering (calls time out at the engi
 const (
 	maxBreakerFailures = 1_000_000
 	maxDenyCache       = 100_000_000
+	maxInstances       = 64
 )
 
 // placedFault is a fault with the ranges its diagnostics point at.
@@ -199,6 +201,11 @@ func (l *loader) decodeEngine(blocks hcl.Blocks, s *Scenario) {
 		if a := content.Attributes["deny_cache"]; a != nil {
 			if n, ok := l.countIn(a, 0, maxDenyCache, "deny_cache is how many denials the engine remembers (0: none)"); ok {
 				s.Engine.DenyCache = int(n)
+			}
+		}
+		if a := content.Attributes["instances"]; a != nil {
+			if n, ok := l.countIn(a, 1, maxInstances, "instances is how many instances of the service share the simulated Redis, each with its own breaker, deny cache and on_error = \"local\" fallback, requests going to them in turn"); ok {
+				s.Engine.Instances = int(n)
 			}
 		}
 		if a := content.Attributes["max_memory"]; a != nil {

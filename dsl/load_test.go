@@ -228,7 +228,7 @@ scenario "s" {
 	if s.Faults[2].Reply != DefaultFaultReply || !strings.HasPrefix(s.Faults[3].Reply, "READONLY") || s.Faults[0].Reply != "" {
 		t.Errorf("replies %q %q %q", s.Faults[0].Reply, s.Faults[2].Reply, s.Faults[3].Reply)
 	}
-	want := EngineSettings{Deadline: 20 * time.Millisecond, BreakerFailures: 5, BreakerCooldown: time.Second, DenyCache: 1000, Eviction: "noeviction"}
+	want := EngineSettings{Deadline: 20 * time.Millisecond, BreakerFailures: 5, BreakerCooldown: time.Second, DenyCache: 1000, Eviction: "noeviction", Instances: 1}
 	if s.Engine != want {
 		t.Errorf("engine %+v, want %+v", s.Engine, want)
 	}

@@ -95,6 +95,9 @@ type EngineReport struct {
 	Eviction  string `json:"eviction,omitempty"`
 	Evicted   uint64 `json:"evicted,omitempty"`
 	Memory    int64  `json:"memory,omitempty"`
+	// Instances is the number of instances of the service that shared the simulated
+	// Redis, requests going to them in turn (omitted: 1).
+	Instances int `json:"instances,omitempty"`
 }
 
 // errStalled is what a client whose deadline passed without an answer returns.
@@ -384,10 +387,14 @@ func (r *Report) writeFaults(w io.Writer) {
 		cache = fmt.Sprintf("a deny cache of %d", e.DenyCache)
 	}
 	fmt.Fprintln(w)
+	fleet := ""
+	if e.Instances > 1 {
+		fleet = fmt.Sprintf("%d instances in turn, each with ", e.Instances)
+	}
 	if len(r.Faults) == 0 {
-		fmt.Fprintf(w, "engine: %s\n", cache)
+		fmt.Fprintf(w, "engine: %s%s\n", fleet, cache)
 	} else {
-		fmt.Fprintf(w, "engine: deadline %s, breaker opens after %d %s for %s, %s\n", fmtDur(e.Deadline), e.BreakerFailures, plural(int64(e.BreakerFailures), "failure", "failures"), fmtDur(e.BreakerCooldown), cache)
+		fmt.Fprintf(w, "engine: %sdeadline %s, breaker opens after %d %s for %s, %s\n", fleet, fmtDur(e.Deadline), e.BreakerFailures, plural(int64(e.BreakerFailures), "failure", "failures"), fmtDur(e.BreakerCooldown), cache)
 	}
 	if e.MaxMemory > 0 {
 		what := fmt.Sprintf("%d %s evicted: each a client whose history the limiter forgot", e.Evicted, plural(int64(e.Evicted), "key", "keys"))

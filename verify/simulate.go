@@ -176,13 +176,14 @@ type sim struct {
 	r      *Report
 	clock  *luahost.ManualClock
 	host   *luahost.Host
-	eng    *engine.Engine
-	peek   *engine.Engine // probes: the engine on Redis itself, without faults
-	probes *probeWorkers  // nil: probes run in line
-	faults *faultBackend  // nil when the scenario declares no fault
-	capped bool           // the scenario gives the simulated Redis a maxmemory
-	origin int64          // µs since the epoch of virtual time 0
-	end    int64          // µs: the duration, for progress and the timeline
+	engs   []*engine.Engine // the instances of the service, requests going to them in turn
+	turn   int              // the instance the next request goes to
+	peek   *engine.Engine   // probes: the engine on Redis itself, without faults
+	probes *probeWorkers    // nil: probes run in line
+	faults *faultBackend    // nil when the scenario declares no fault
+	capped bool             // the scenario gives the simulated Redis a maxmemory
+	origin int64            // µs since the epoch of virtual time 0
+	end    int64            // µs: the duration, for progress and the timeline
 	sched  scheduler
 
 	sources []*source
@@ -251,8 +252,9 @@ type pendingReq struct {
 	attrs engine.Attrs
 	n     int64
 	d     *engine.Decision
-	rule  *ruleState // probe: the deciding rule
-	keys  []string   // probe beside the run (probeWorkers): the keys the denial read
+	eng   *engine.Engine // release: the instance that decided d
+	rule  *ruleState     // probe: the deciding rule
+	keys  []string       // probe beside the run (probeWorkers): the keys the denial read
 }
 
 func newSim(plan *engine.Plan, cfg *dsl.Config, r *Report) (*sim, error) {
@@ -303,16 +305,17 @@ func (s *sim) startEngine(plan *engine.Plan, sc *dsl.Scenario) {
 		opts = append(opts, engine.WithDenyCache(settings.DenyCache))
 	}
 	if sc == nil || len(sc.Faults) == 0 {
-		s.eng = engine.New(redis, plan, append(opts, engine.WithTimeout(0))...)
-		s.peek = s.eng
-		if settings.DenyCache > 0 || s.capped {
+		direct := append(opts, engine.WithTimeout(0))
+		s.newInstances(settings, func() *engine.Engine { return engine.New(redis, plan, direct...) })
+		s.peek = s.engs[0]
+		if settings.DenyCache > 0 || s.capped || settings.Instances > 1 {
 			s.r.Engine = engineReport(settings)
 		}
 		return
 	}
 	s.faults = newFaultBackend(redis, s.host, s.clock, s.origin, sc.Faults)
 	opts = append(opts, engine.WithTimeout(settings.Deadline), engine.WithBreaker(settings.BreakerFailures, settings.BreakerCooldown))
-	s.eng = engine.New(s.faults, plan, opts...)
+	s.newInstances(settings, func() *engine.Engine { return engine.New(s.faults, plan, opts...) })
 	s.peek = engine.New(redis, plan, engine.WithClock(s.clock.Now), engine.WithTimeout(0))
 	s.r.Engine = engineReport(settings)
 	for _, f := range s.faults.faults {
@@ -322,6 +325,14 @@ func (s *sim) startEngine(plan *engine.Plan, sc *dsl.Scenario) {
 			}
 		}
 		s.r.Faults = append(s.r.Faults, f.rep)
+	}
+}
+
+// newInstances creates the run's instances of the service (EngineSettings.Instances,
+// at least one), each an engine of its own made by newEngine.
+func (s *sim) newInstances(settings dsl.EngineSettings, newEngine func() *engine.Engine) {
+	for range max(settings.Instances, 1) {
+		s.engs = append(s.engs, newEngine())
 	}
 }
 
@@ -335,6 +346,9 @@ func engineSettings(sc *dsl.Scenario) dsl.EngineSettings {
 
 func engineReport(e dsl.EngineSettings) *EngineReport {
 	r := &EngineReport{Deadline: e.Deadline, BreakerFailures: e.BreakerFailures, BreakerCooldown: e.BreakerCooldown, DenyCache: e.DenyCache}
+	if e.Instances > 1 {
+		r.Instances = e.Instances
+	}
 	if e.MaxMemory > 0 {
 		r.MaxMemory, r.Eviction = e.MaxMemory, e.Eviction
 	}
@@ -429,7 +443,7 @@ func (s *sim) run(progress func(done, total time.Duration)) error {
 		switch ev.kind {
 		case evRelease:
 			s.inflight(ev.req.d, ev.req.attrs, ev.req.n, -1)
-			err = s.release(ctx, ev.req.d)
+			err = s.release(ctx, ev.req.eng, ev.req.d)
 		case evProbe:
 			err = s.probe(ctx, ev.at, ev.req)
 		case evArrival:
@@ -466,8 +480,8 @@ func (s *sim) run(progress func(done, total time.Duration)) error {
 
 // release gives back what an allowed request holds. While Redis fails the release fails
 // too, and the lease expires by its TTL, as it would in production.
-func (s *sim) release(ctx context.Context, d *engine.Decision) error {
-	err := s.eng.Release(ctx, d)
+func (s *sim) release(ctx context.Context, eng *engine.Engine, d *engine.Decision) error {
+	err := eng.Release(ctx, d)
 	if err != nil && s.faults != nil && !errors.Is(err, engine.ErrRequest) {
 		return nil
 	}
@@ -504,7 +518,9 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 			s.schedule(ev.src)
 		}
 	}
-	d, err := s.eng.AllowN(ctx, attrs, n)
+	eng := s.engs[s.turn]
+	s.turn = (s.turn + 1) % len(s.engs)
+	d, err := eng.AllowN(ctx, attrs, n)
 	if err != nil {
 		// A fault can make the engine fail a request (a server error reply it cannot tell
 		// from a script bug): count it. Anywhere else an error is the simulation's.
@@ -530,9 +546,9 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 		s.inflight(d, attrs, n, +1)
 		if hold <= 0 {
 			s.inflight(d, attrs, n, -1)
-			return s.release(ctx, d)
+			return s.release(ctx, eng, d)
 		}
-		req := &pendingReq{tr: ts, attrs: attrs, n: n, d: d}
+		req := &pendingReq{tr: ts, attrs: attrs, n: n, d: d, eng: eng}
 		s.sched.push(&event{at: ev.at + hold.Microseconds(), kind: evRelease, req: req})
 	}
 	return nil
