@@ -598,15 +598,17 @@ func TestReadmeInstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds rlctl")
 	}
+	// What the section promises needs go, git and a checkout: a missing one is a failure,
+	// not a skip, so that the promise is never left unchecked quietly.
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go tool")
+		t.Fatalf("no go tool on PATH (%v): the README's from-source build cannot be checked", err)
 	}
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git")
+		t.Fatalf("no git on PATH (%v): the version's revision cannot be checked", err)
 	}
-	if err := exec.Command("git", "-C", root, "rev-parse", "--git-dir").Run(); err != nil {
-		t.Skip("not in a git repository")
+	if out, err := exec.Command("git", "-C", root, "rev-parse", "--git-dir").CombinedOutput(); err != nil {
+		t.Fatalf("%s is not a git checkout (%v: %s): the version's revision cannot be checked; run the test from a clone", root, err, out)
 	}
 	// The README's command, writing the binary elsewhere, with VCS stamping on whatever
 	// the machine's go env GOFLAGS say.

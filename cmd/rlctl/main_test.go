@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/rlctl/rlctl/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
@@ -24,6 +27,12 @@ func TestScripts(t *testing.T) {
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
 			return os.CopyFS(filepath.Join(env.WorkDir, "policies"), os.DirFS("../../policies"))
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond != "redis" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			return redisCondition(redistest.Available(), os.Getenv("RLCTL_REQUIRE_REDIS"))
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// exits N PROG ARGS... runs PROG and requires exit status N.
@@ -46,4 +55,34 @@ func TestScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+// redisCondition is the scripts' [redis] condition: whether redis-server and redis-cli
+// can be found. With RLCTL_REQUIRE_REDIS=1 (make test) a missing one fails the script
+// instead of letting it skip, as redistest does for Go tests.
+func redisCondition(available bool, require string) (bool, error) {
+	if !available && require == "1" {
+		return false, errors.New("redis-server or redis-cli not found and RLCTL_REQUIRE_REDIS=1: install them (apt-get install -y redis-server) or run make test")
+	}
+	return available, nil
+}
+
+func TestRedisCondition(t *testing.T) {
+	for _, tc := range []struct {
+		available bool
+		require   string
+		want      bool
+		fails     bool
+	}{
+		{available: true, want: true},
+		{available: true, require: "1", want: true},
+		{available: false, want: false},
+		{available: false, require: "0", want: false},
+		{available: false, require: "1", fails: true},
+	} {
+		got, err := redisCondition(tc.available, tc.require)
+		if got != tc.want || (err != nil) != tc.fails {
+			t.Errorf("redisCondition(%v, %q) = %v, %v; want %v, failing %v", tc.available, tc.require, got, err, tc.want, tc.fails)
+		}
+	}
 }
