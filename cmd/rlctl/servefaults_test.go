@@ -1,0 +1,537 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/internal/syncbuf"
+)
+
+// The service fault suite runs `rlctl serve` as a process of its own (the test binary
+// re-executed as rlctl: testscript.Main puts it on PATH), on the embedded backend and on a
+// real redis-server, under 32 concurrent gRPC clients in bounded loops, and breaks what is
+// around it: its policy files, its callers, its file descriptors, its shutdown. Each fault
+// asserts the service's promise; the figures are logged and, with RLCTL_RELIABILITY=FILE,
+// appended to FILE (RELIABILITY.md's service table).
+
+const (
+	sfClients  = 32                    // concurrent gRPC clients of the load
+	sfMaxCalls = 5_000                 // per client: the load loop ends at stop or here
+	sfPace     = 2 * time.Millisecond  // a client's pause between calls
+	sfCallWait = 5 * time.Second       // a call's deadline: no call of a healthy service nears it
+	sfLimit    = 300                   // the rule's limit per client key, per hour
+	sfReady    = 20 * time.Second      // how long serve may take to listen
+	sfReload   = 10 * time.Second      // how long a reload may take to be reported
+	sfPolicy   = "faults.hcl"          // the policy file's name in the test's directory
+	sfDomain   = "faults"              // the requests' domain
+	sfSettle   = 50 * time.Millisecond // load after each reload step
+)
+
+// sfPolicyText is the suite's policy: per client key, r (gcra, a burst of sfLimit and 1
+// an hour, or fixed_window, sfLimit an hour: either way the allowed calls of a key during
+// the test are exactly min(calls, sfLimit)) and s (a gcra rule nobody reaches, so that a policy without r still
+// has a rule). algR is r's algorithm; "" leaves r out.
+func sfPolicyText(algR string) string {
+	var r string
+	switch algR {
+	case "fixed_window":
+		r = fmt.Sprintf(`
+  rule "r" {
+    algorithm = "fixed_window"
+    key       = request.user
+    limit     = %d
+    window    = "1h"
+  }
+`, sfLimit)
+	case "gcra":
+		r = fmt.Sprintf(`
+  rule "r" {
+    algorithm = "gcra"
+    key       = request.user
+    rate      = "1/h"
+    burst     = %d
+  }
+`, sfLimit)
+	}
+	return fmt.Sprintf(`# The service fault suite's policy.
+policy "faults" {
+  match    = request.domain == %q
+  on_error = "deny"
+%s
+  rule "s" {
+    algorithm = "gcra"
+    key       = request.user
+    rate      = "100000/h"
+    burst     = 100000
+  }
+}
+`, sfDomain, r)
+}
+
+// serveProc is one `rlctl serve` process.
+type serveProc struct {
+	cmd                *exec.Cmd
+	grpc, http, admin  string
+	logs               syncbuf.Buffer
+	exited             chan struct{} // closed when the process has exited
+	exitErr            error         // its Wait's error, once exited
+	startedAt, readyAt time.Time
+}
+
+// startServeProc starts `rlctl serve` on loopback ports of its own with args (flags, then the
+// policy paths). nofile > 0 starts it under `ulimit -n nofile` (soft and hard), through
+// sh. The process is killed at the test's cleanup if it is still running.
+func startServeProc(t *testing.T, nofile int, args ...string) *serveProc {
+	t.Helper()
+	bin, err := exec.LookPath("rlctl")
+	if err != nil {
+		t.Fatalf("rlctl is not on PATH (testscript.Main puts the test binary there): %v", err)
+	}
+	argv := append([]string{"serve", "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-admin", "127.0.0.1:0"}, args...)
+	var cmd *exec.Cmd
+	if nofile > 0 {
+		cmd = exec.Command("sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), bin}, argv...)...)
+	} else {
+		cmd = exec.Command(bin, argv...)
+	}
+	// Its environment, less any RLCTL_ flag variable of the machine's.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RLCTL_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	p := &serveProc{cmd: cmd, exited: make(chan struct{})}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = &p.logs
+	p.startedAt = time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 1<<20)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			p.logs.Write([]byte(line + "\n"))
+			var l struct{ Msg, GRPC, HTTP, Admin string }
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "rlctl serve: serving" {
+				p.grpc, p.http, p.admin = l.GRPC, l.HTTP, l.Admin
+				if p.admin == "" { // a version before -admin: /metrics is on -http
+					p.admin = p.http
+				}
+				once.Do(func() { p.readyAt = time.Now(); close(ready) })
+			}
+		}
+		p.exitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("rlctl serve's log:\n%s", sfTail(p.logs.String(), 40))
+		}
+	})
+	select {
+	case <-ready:
+	case <-p.exited:
+		t.Fatalf("rlctl serve exited before serving (%v):\n%s", p.exitErr, p.logs.String())
+	case <-time.After(sfReady):
+		t.Fatalf("rlctl serve did not serve within %v:\n%s", sfReady, p.logs.String())
+	}
+	return p
+}
+
+// sfTail is the last n lines of s.
+func sfTail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// signal sends sig to the process.
+func (p *serveProc) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// metrics reads the admin listener's exposition: each series (name and labels as
+// written) to its value.
+func (p *serveProc) metrics(t *testing.T) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.admin + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	m := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			m[line[:i]] = v
+		}
+	}
+	return m
+}
+
+// metricSum adds every series of the metric name.
+func metricSum(m map[string]float64, name string) float64 {
+	var s float64
+	for k, v := range m {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			s += v
+		}
+	}
+	return s
+}
+
+// reloads is how many reloads serve has attempted, ok or refused.
+func (p *serveProc) reloads(t *testing.T) float64 {
+	return metricSum(p.metrics(t), "rlctl_config_reloads_total")
+}
+
+// grpcConn dials the process's gRPC listener.
+func (p *serveProc) grpcConn(t *testing.T) *grpc.ClientConn {
+	t.Helper()
+	c, err := grpc.NewClient("passthrough:///"+p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// sfRequest is client key's request.
+func sfRequest(key string) *rlsv3.RateLimitRequest {
+	return &rlsv3.RateLimitRequest{Domain: sfDomain, Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "user", Value: key}}},
+	}}
+}
+
+// sfLoad is sfClients gRPC clients, each on a connection and a key of its own, calling
+// ShouldRateLimit in a bounded loop until stopped.
+type sfLoad struct {
+	run     string
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	phase   atomic.Int32 // what a call is counted under (its index in clients[i].lat)
+	clients []sfClient
+}
+
+// sfClient is what one client saw; written only by its goroutine until the load stops.
+type sfClient struct {
+	calls, ok, over int
+	noRule          int                // OK without the rule's limit: decided by no rule
+	codes           map[codes.Code]int // calls that failed, by code
+	firstErr        error
+	lat             [4][]time.Duration // by phase
+	allowedAt       []int              // allowed count at each mark
+}
+
+// startLoad starts the clients on p; run prefixes their keys.
+func startLoad(t *testing.T, p *serveProc, run string) *sfLoad {
+	l := &sfLoad{run: run, stop: make(chan struct{}), clients: make([]sfClient, sfClients)}
+	for i := range sfClients {
+		conn := p.grpcConn(t)
+		rls := rlsv3.NewRateLimitServiceClient(conn)
+		c := &l.clients[i]
+		c.codes = map[codes.Code]int{}
+		req := sfRequest(l.key(i))
+		l.wg.Go(func() {
+			for range sfMaxCalls {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				phase := l.phase.Load()
+				ctx, cancel := context.WithTimeout(context.Background(), sfCallWait)
+				start := time.Now()
+				resp, err := rls.ShouldRateLimit(ctx, req)
+				took := time.Since(start)
+				cancel()
+				c.calls++
+				c.lat[phase] = append(c.lat[phase], took)
+				switch {
+				case err != nil:
+					c.codes[status.Code(err)]++
+					if c.firstErr == nil {
+						c.firstErr = err
+					}
+				case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
+					c.over++
+				default:
+					c.ok++
+					if len(resp.Statuses) != 1 || resp.Statuses[0].CurrentLimit == nil {
+						c.noRule++
+					}
+				}
+				time.Sleep(sfPace/2 + time.Duration(i)*sfPace/sfClients)
+			}
+		})
+	}
+	return l
+}
+
+func (l *sfLoad) key(i int) string { return fmt.Sprintf("%s-c%02d", l.run, i) }
+
+// halt stops the clients and waits for them.
+func (l *sfLoad) halt() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.wg.Wait()
+}
+
+// sfTotals is the load's figures, summed over the clients.
+type sfTotals struct {
+	calls, ok, over, noRule, failed int
+	codes                           map[codes.Code]int
+	firstErr                        error
+	maxAllowed                      int // the most calls allowed on one key
+}
+
+func (l *sfLoad) totals() sfTotals {
+	s := sfTotals{codes: map[codes.Code]int{}}
+	for i := range l.clients {
+		c := &l.clients[i]
+		s.calls += c.calls
+		s.ok += c.ok
+		s.over += c.over
+		s.noRule += c.noRule
+		for k, n := range c.codes {
+			s.codes[k] += n
+			s.failed += n
+		}
+		if s.firstErr == nil {
+			s.firstErr = c.firstErr
+		}
+		s.maxAllowed = max(s.maxAllowed, c.ok)
+	}
+	return s
+}
+
+// p99 is the 99th percentile of the calls counted under phase.
+func (l *sfLoad) p99(phase int) time.Duration {
+	var all []time.Duration
+	for i := range l.clients {
+		all = append(all, l.clients[i].lat[phase]...)
+	}
+	if len(all) == 0 {
+		return 0
+	}
+	slices.Sort(all)
+	return all[min(len(all)-1, len(all)*99/100)]
+}
+
+// sfRow is one line of the service table: what a fault measured.
+type sfRow struct {
+	fault, backend string
+	calls, failed  int
+	noRule         int
+	p99            time.Duration
+	note           string
+}
+
+// sfRows collects the suite's rows for the report.
+var (
+	sfRowsMu sync.Mutex
+	sfRows   []sfRow
+)
+
+func addRow(t *testing.T, r sfRow) {
+	t.Logf("%s (%s): %d calls, %d failed, %d decided by no rule, p99 %v; %s", r.fault, r.backend, r.calls, r.failed, r.noRule, r.p99, r.note)
+	sfRowsMu.Lock()
+	sfRows = append(sfRows, r)
+	sfRowsMu.Unlock()
+}
+
+// reportServeFaults logs the table and appends it to $RLCTL_RELIABILITY when set.
+func reportServeFaults(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("| fault | backend | calls | failed | decided by no rule | p99 during the fault | measured |\n|---|---|--:|--:|--:|--:|---|\n")
+	for _, r := range sfRows {
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %.1f ms | %s |\n", r.fault, r.backend, r.calls, r.failed, r.noRule, float64(r.p99)/float64(time.Millisecond), r.note)
+	}
+	t.Logf("TestServeFaults\n%s", b.String())
+	if path := os.Getenv("RLCTL_RELIABILITY"); path != "" {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Errorf("RLCTL_RELIABILITY: %v", err)
+			return
+		}
+		defer f.Close()
+		fmt.Fprintf(f, "### TestServeFaults: rlctl serve as a process\n\n%s\n", b.String())
+	}
+}
+
+// TestServeFaults is the service fault suite (see the top of this file). It runs without
+// the race detector (make proofs): it drives a separate process, which -race would only
+// slow down.
+func TestServeFaults(t *testing.T) {
+	if raceEnabled {
+		t.Skip("drives rlctl serve processes under load; run without the race detector (make proofs)")
+	}
+	if testing.Short() {
+		t.Skip("starts rlctl serve processes")
+	}
+	sfRows = nil
+	redis := func(t *testing.T) []string {
+		return []string{"-redis", "redis://" + redistest.Start(t).Addr(), "-timeout", "1s"}
+	}
+	t.Run("reloads/embedded", func(t *testing.T) { testReloadFaults(t, "embedded", nil) })
+	t.Run("reloads/redis", func(t *testing.T) { testReloadFaults(t, "redis", redis(t)) })
+	reportServeFaults(t)
+}
+
+// testReloadFaults: reloads under load, on a policy file broken in each way an operator
+// or an editor breaks one while SIGHUP lands, and the two-step algorithm change. The
+// promise: no call is ever decided with fewer rules than intended (no OK without the
+// rule's limit, no key allowed past its limit, no no_rules decision), and no call fails
+// or is decided by on_error (WRONGTYPE, fail_deny).
+func testReloadFaults(t *testing.T, backend string, flags []string) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, sfPolicy)
+	full := sfPolicyText("gcra")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(full)
+	p := startServeProc(t, 0, append(flags, "-drain", "5s", path)...)
+	l := startLoad(t, p, "reload")
+	defer l.halt()
+
+	// reload sends SIGHUP and waits until serve has attempted one more reload than before.
+	reload := func() {
+		t.Helper()
+		before := p.reloads(t)
+		p.signal(t, syscall.SIGHUP)
+		for wait := time.Now().Add(sfReload); p.reloads(t) <= before; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(wait) {
+				t.Fatalf("SIGHUP: no reload reported within %v", sfReload)
+			}
+		}
+		time.Sleep(sfSettle)
+	}
+	time.Sleep(200 * time.Millisecond) // the load, before any fault
+	l.phase.Store(1)
+	steps := []struct {
+		name  string
+		apply func()
+	}{
+		{"emptied", func() { write(""); reload() }},
+		{"comment only", func() { write("# policies are being rewritten\n"); reload() }},
+		{"truncated mid-file", func() { write(full[:len(full)/2]); reload() }},
+		{"truncated at a rule's end", func() { write(full[:strings.Index(full, `  rule "s"`)]); reload() }},
+		{"rewritten in place byte by byte, SIGHUP every 16 bytes", func() {
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			for i := range len(full) {
+				if _, err := f.Write([]byte{full[i]}); err != nil {
+					t.Fatal(err)
+				}
+				if i%16 == 0 {
+					reload()
+				}
+			}
+		}},
+	}
+	for _, s := range steps {
+		s.apply()
+		write(full)
+		reload()
+		if tot := l.totals(); tot.noRule > 0 || tot.failed > 0 || tot.maxAllowed > sfLimit {
+			t.Errorf("after the reload of a policy file %s: %d calls decided by no rule, %d failed (%v; first %v), a key allowed %d times (limit %d)",
+				s.name, tot.noRule, tot.failed, tot.codes, tot.firstErr, tot.maxAllowed, sfLimit)
+		}
+	}
+	faulty := l.totals()
+
+	// The two-step algorithm change: r removed, then r back with another algorithm. A new
+	// algorithm may start on keys of its own (the policy's counters for r start again), so
+	// a key may be allowed up to twice the limit; it must never fail or be misread.
+	l.phase.Store(2)
+	write(sfPolicyText(""))
+	reload()
+	write(sfPolicyText("fixed_window"))
+	reload()
+	time.Sleep(200 * time.Millisecond)
+	l.halt()
+	tot := l.totals()
+	m := p.metrics(t)
+	degraded := metricSum(m, "rlctl_degraded_total")
+	var bySource []string
+	for _, src := range []string{"no_rules", "fail_open", "fail_deny", "local"} {
+		n := m[`rlctl_requests_total{outcome="allowed",source="`+src+`"}`] + m[`rlctl_requests_total{outcome="denied",source="`+src+`"}`]
+		if n > 0 {
+			bySource = append(bySource, fmt.Sprintf("%s %v", src, n))
+		}
+	}
+	if tot.noRule > 0 || tot.failed > 0 || degraded > 0 || len(bySource) > 0 {
+		t.Errorf("the two-step algorithm change: %d calls decided by no rule, %d failed (%v; first %v), %v degraded decisions; by source: %v",
+			tot.noRule, tot.failed, tot.codes, tot.firstErr, degraded, bySource)
+	}
+	if tot.maxAllowed > 2*sfLimit {
+		t.Errorf("a key allowed %d times across the algorithm change, more than twice the limit %d", tot.maxAllowed, sfLimit)
+	}
+	if faulty.over == 0 {
+		t.Errorf("no call was over the limit: the load did not reach the rule's limit (%d calls)", faulty.calls)
+	}
+	ok, failed := m[`rlctl_config_reloads_total{result="ok"}`], m[`rlctl_config_reloads_total{result="failed"}`]
+	addRow(t, sfRow{fault: "reloads: emptied, comment only, truncated ×2, rewritten in place (SIGHUP every 16 bytes); then r (gcra) removed and added back as fixed_window",
+		backend: backend, calls: tot.calls, failed: tot.failed, noRule: tot.noRule, p99: l.p99(1),
+		note: fmt.Sprintf("%v reloads ok, %v refused; most allowed on a key %d before the algorithm change (limit %d), %d after; degraded %v; p99 before %v",
+			ok, failed, faulty.maxAllowed, sfLimit, tot.maxAllowed, degraded, l.p99(0).Round(100*time.Microsecond))})
+	_ = io.Discard
+	_ = net.Dial
+	_ = healthpb.HealthCheckResponse_SERVING
+}
