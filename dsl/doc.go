@@ -23,6 +23,8 @@
 //	  match    = startswith(request.path, "/v1/")  # bool; default: every request
 //	  shard    = request.tenant    # Redis Cluster hash tag; default: none
 //	  on_error = "allow"           # "allow" (default) | "deny" | "local"
+//	  local_share = 3              # on_error = "local" only: instances that may fall back
+//	                               # at once; each keeps 1/3 of every limit (default 1)
 //	  clock    = "server"          # "server" (default) | "client"
 //
 //	  rule "per_user" {            # checked in order; charged all or nothing
@@ -83,6 +85,7 @@
 //	    breaker_failures = 5       # failures in a row that open the circuit breaker
 //	    breaker_cooldown = "1s"    # how long it stays open before one request probes
 //	    deny_cache       = 0       # denials remembered to answer repeats without Redis
+//	    instances        = 1       # engines sharing the simulated Redis, requests in turn
 //	  }
 //	  expect {
 //	    users_served = denied_fraction("users") < 0.01
@@ -96,6 +99,19 @@
 // While a fault fails calls, each policy decides by its on_error, the circuit breaker
 // opens after breaker_failures failures in a row, and the deny cache answers repeats of
 // recent denials; the expectation functions of [Expect] measure what that did.
+//
+// With on_error = "local" each instance of the service decides alone while Redis fails,
+// from empty counters, so n instances would admit n times a rule's limit. local_share = n
+// declares how many may fall back at once, and each instance's fallback then runs every
+// rule of the policy at its share (algorithms.Algorithm.Share), scaling what the rule's
+// algorithm declares its limit to be (its guarantee): the amount (a window's limit, a
+// bucket's capacity, gcra's burst, concurrency's max) becomes max(1, floor(amount/n)),
+// a rate becomes exactly 1/n of itself (its period times n), windows and lease lifetimes
+// stay. The n instances then admit together at most n × max(1, floor(L/n)) per window,
+// at most L when L >= n, besides what Redis admits (a window that straddles the outage's
+// start or end sees at most 2L: L from Redis, L from the fleet). A plugin whose guarantee's figures
+// are not plain param.NAME references cannot be shared, and local_share is refused on
+// its rules.
 //
 // The built-in algorithms and their parameters are fixed_window, sliding_log and
 // sliding_window (limit, window), token_bucket and leaky_bucket (capacity, rate), gcra
@@ -117,7 +133,10 @@
 // # Validation
 //
 // Besides syntax, names and types, Load reports: unknown algorithms and parameters;
-// missing parameters; counts below 1 or above 2^53; durations and periods below 1ms;
+// missing parameters; counts below 1 or above 2^53; a local_share that is not a whole
+// number from 1 to 10000, set without on_error = "local", on a rule whose limit cannot be
+// shared or whose shared parameters leave the exact range (an error), and one above a
+// rule's limit, or whose share is below a constant cost (a warning); durations and periods below 1ms;
 // parameter combinations beyond an algorithm's exact-arithmetic range (checked for every
 // entry of a lookup table); a constant cost above the rule's capacity (an error: such a
 // request can never pass) and a cost that may exceed it (a warning); keys and shards that

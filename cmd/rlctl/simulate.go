@@ -37,8 +37,9 @@ A scenario's fault blocks make Redis fail on the virtual clock: "stall" (calls t
 at the engine's deadline; the server runs them when the stall ends), "refuse", "error"
 (every call gets an error reply), "flush" (every key lost) or "restart" (refused, then
 back with no keys). The engine then runs with the scenario's engine block: deadline,
-breaker_failures, breaker_cooldown and deny_cache (defaults 50ms, 5, 1s and none), and
-each policy's on_error decides while Redis fails. The report adds, per fault and traffic
+breaker_failures, breaker_cooldown, deny_cache and instances (defaults 50ms, 5, 1s, none
+and 1; instances are engines of their own sharing the simulated Redis, requests going to
+them in turn), and each policy's on_error decides while Redis fails. The report adds, per fault and traffic
 source, how requests were decided (redis, local, fail-open, fail-deny, cache), how many
 timed out or met the open breaker, how long after the fault requests were still decided
 without Redis, and what the calls a stalled server ran late did: a late call that charged
