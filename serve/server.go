@@ -220,8 +220,12 @@ func (s *Server) load() (*state, []Change, error) {
 		return nil, nil, fmt.Errorf("%w:\n%s", ErrPolicies, render(cfg.Files, diags))
 	}
 	if len(cfg.Policies) == 0 {
-		return nil, nil, fmt.Errorf("%w in %s: every request would be allowed. Declare at least one policy; "+
-			"a file being written is read again on the next change or SIGHUP", ErrNoPolicies, strings.Join(s.paths, ", "))
+		hint := ""
+		if s.cur.Load() != nil {
+			hint = "; the running policies stay, and the files are read again on their next change or SIGHUP"
+		}
+		return nil, nil, fmt.Errorf("%w in %s: every request would be allowed. Declare at least one policy%s",
+			ErrNoPolicies, strings.Join(s.paths, ", "), hint)
 	}
 	var changes []Change
 	if old := s.cur.Load(); old != nil {
