@@ -13,7 +13,8 @@ policy "search" {
   match = request.path == "/search"
 
   # If Redis fails, run the same script in process. Its counters start empty, so a client
-  # gets one fresh allowance per instance, then is held to the limit again.
+  # gets one fresh allowance per instance, then is held to the limit again (local_share
+  # divides the limit among the instances instead: see fleet.hcl).
   on_error = "local"
 
   # 100 searches in any minute per address, counted exactly.

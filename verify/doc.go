@@ -31,6 +31,14 @@
 // when they ran late ([LateCalls]): the engine puts its deadline in the call, so the script
 // refuses them and a late call charges nothing.
 //
+// An engine block's instances (dsl.EngineSettings.Instances) runs that many engines, each
+// with its own breaker, deny cache and on_error = "local" fallback, on the one simulated
+// Redis, requests going to them in turn: what a fleet behind a load balancer does in an
+// outage, where each instance's fallback starts from empty counters and keeps its policy's
+// local_share of every limit (dsl.Policy.LocalShare). Check states no property of outages:
+// it holds rules to their limits with Redis up; expectations such as allowed_during_fault
+// and max_allowed_in hold a scenario's outage to the bound local_share declares.
+//
 // # Check
 //
 // [Check] proves properties of every rule of a configuration, built-in algorithms and
