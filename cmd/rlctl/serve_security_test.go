@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -455,17 +456,20 @@ func TestServeSlowClients(t *testing.T) {
 		_ = c.SetDeadline(time.Now().Add(time.Minute)) // a bound for a server that holds it
 		return c
 	}
-	closed := func(r io.Reader, what string) {
+	// closed reads r, of c, to its end: the server closing c. c is closed either way, so
+	// that a connection held by the server does not hold the stop too.
+	closed := func(c net.Conn, r io.Reader, what string) {
 		t.Helper()
 		if _, err := io.ReadAll(r); err != nil {
 			t.Errorf("%s: the server still holds the connection (%v)", what, err)
 		}
+		c.Close()
 	}
 	slow := dial(s.http)
 	if _, err := io.WriteString(slow, "POST /v1/decide HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"attr"); err != nil {
 		t.Fatal(err)
 	}
-	closed(slow, "a trickled body")
+	closed(slow, slow, "a trickled body")
 
 	idle := dial(s.http)
 	if _, err := io.WriteString(idle, "GET /openapi.json HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
@@ -478,8 +482,62 @@ func TestServeSlowClients(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	closed(br, "an idle kept-alive connection")
+	closed(idle, br, "an idle kept-alive connection")
 
-	closed(dial(s.grpc), "a gRPC connection with no preface")
+	raw := dial(s.grpc)
+	closed(raw, raw, "a gRPC connection with no preface")
 	s.stop(t)
+}
+
+// fakeListener is a listener at an address, for warnExposed.
+type fakeListener struct {
+	net.Listener
+	addr net.Addr
+}
+
+func (f fakeListener) Addr() net.Addr { return f.addr }
+
+// TestWarnExposed: a listener beyond loopback with no authentication, or with tokens in
+// clear text, is warned of; one on loopback, or with client certificates or tokens over
+// TLS, is not.
+func TestWarnExposed(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcert.New(t, "ca")
+	p := ca.Server(t, dir, "s")
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("t\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clientCA := ca.WriteFile(t, dir, "ca.pem")
+	any4 := &net.TCPAddr{IP: net.IPv4zero, Port: 8081}
+	lo := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8081}
+	for _, c := range []struct {
+		name             string
+		addr             net.Addr
+		cert, ca, tokens string
+		want             string
+	}{
+		{"all interfaces, nothing", any4, "", "", "", "no authentication"},
+		{"all interfaces, TLS only", any4, p.CertFile, "", "", "no authentication"},
+		{"all interfaces, tokens in clear", any4, "", "", tokens, "clear text"},
+		{"all interfaces, tokens over TLS", any4, p.CertFile, "", tokens, ""},
+		{"all interfaces, client certificates", any4, p.CertFile, clientCA, "", ""},
+		{"loopback, nothing", lo, "", "", "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			key := ""
+			if c.cert != "" {
+				key = p.KeyFile
+			}
+			sec, err := loadSecurity(c.cert, key, c.ca, c.tokens)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs syncbuf.Buffer
+			sec.warnExposed(slog.New(slog.NewTextHandler(&logs, nil)), "gRPC", fakeListener{addr: c.addr})
+			if got := logs.String(); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+				t.Errorf("logged %q, want a warning with %q", got, c.want)
+			}
+		})
+	}
 }

@@ -26,7 +26,9 @@ type Limits struct {
 	// MinClientPing is the shortest interval at which a client may ping; one pinging more
 	// often is sent GOAWAY (ENHANCE_YOUR_CALM). Pings are allowed with no call open.
 	MinClientPing time.Duration
-	// MaxStreams bounds the calls open at once on one gRPC connection.
+	// MaxStreams bounds the calls open at once on one gRPC connection (a client needing
+	// more opens another connection, as Envoy does), so that streams held open, each a
+	// goroutine, cost at most MaxStreams times the connection cap.
 	MaxStreams uint32
 }
 
@@ -41,7 +43,7 @@ var Defaults = Limits{
 	Ping:           30 * time.Second,
 	PingTimeout:    10 * time.Second,
 	MinClientPing:  10 * time.Second,
-	MaxStreams:     1024,
+	MaxStreams:     100,
 }
 
 // HTTPServer returns a server of h held to the HTTP limits of l.
