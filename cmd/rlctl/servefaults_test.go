@@ -3,10 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,7 +25,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/rlctl/rlctl/internal/redistest"
@@ -424,6 +423,8 @@ func TestServeFaults(t *testing.T) {
 	}
 	t.Run("reloads/embedded", func(t *testing.T) { testReloadFaults(t, "embedded", nil) })
 	t.Run("reloads/redis", func(t *testing.T) { testReloadFaults(t, "redis", redis(t)) })
+	t.Run("hostile/embedded", func(t *testing.T) { testHostileRequests(t, "embedded", nil) })
+	t.Run("hostile/redis", func(t *testing.T) { testHostileRequests(t, "redis", redis(t)) })
 	reportServeFaults(t)
 }
 
@@ -531,7 +532,190 @@ func testReloadFaults(t *testing.T, backend string, flags []string) {
 		backend: backend, calls: tot.calls, failed: tot.failed, noRule: tot.noRule, p99: l.p99(1),
 		note: fmt.Sprintf("%v reloads ok, %v refused; most allowed on a key %d before the algorithm change (limit %d), %d after; degraded %v; p99 before %v",
 			ok, failed, faulty.maxAllowed, sfLimit, tot.maxAllowed, degraded, l.p99(0).Round(100*time.Microsecond))})
-	_ = io.Discard
-	_ = net.Dial
-	_ = healthpb.HealthCheckResponse_SERVING
+}
+
+// rawCodec sends a request's bytes as they are, so that a test can send what grpc-go's
+// proto codec refuses to marshal (a string that is not UTF-8), and reads the reply's bytes.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+func (rawCodec) Unmarshal(b []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), b...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// protoRequest encodes a RateLimitRequest of domain and descriptors (each a list of
+// key, value pairs) by hand: field 1 the domain, 2 each descriptor, whose field 1 is each
+// entry (1 key, 2 value).
+func protoRequest(domain string, descriptors [][][2]string) []byte {
+	field := func(b []byte, num int, s []byte) []byte {
+		b = append(b, byte(num<<3|2))
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		return append(b, s...)
+	}
+	b := field(nil, 1, []byte(domain))
+	for _, d := range descriptors {
+		var db []byte
+		for _, e := range d {
+			db = field(db, 1, field(field(nil, 1, []byte(e[0])), 2, []byte(e[1])))
+		}
+		b = field(b, 2, db)
+	}
+	return b
+}
+
+// hostileGRPC are the hostile ShouldRateLimit calls and the code each must get.
+func hostileGRPC() []struct {
+	name string
+	req  []byte
+	want codes.Code
+} {
+	user := func(v string) [][2]string { return [][2]string{{"user", v}} }
+	many := func(n int) [][][2]string {
+		ds := make([][][2]string, n)
+		for i := range ds {
+			ds[i] = user(fmt.Sprint("h", i))
+		}
+		return ds
+	}
+	wide := make([][2]string, 33)
+	for i := range wide {
+		wide[i] = [2]string{fmt.Sprint("k", i), "v"}
+	}
+	return []struct {
+		name string
+		req  []byte
+		want codes.Code
+	}{
+		{"65 descriptors", protoRequest(sfDomain, many(65)), codes.InvalidArgument},
+		{"100,000 descriptors (2.4 MB)", protoRequest(sfDomain, many(100_000)), codes.ResourceExhausted},
+		{"33 entries", protoRequest(sfDomain, [][][2]string{wide}), codes.InvalidArgument},
+		{"a 5 KiB value", protoRequest(sfDomain, [][][2]string{user(strings.Repeat("x", 5<<10))}), codes.InvalidArgument},
+		{"a 300-byte domain", protoRequest(strings.Repeat("d", 300), [][][2]string{user("u")}), codes.InvalidArgument},
+		{"an invalid UTF-8 value", protoRequest(sfDomain, [][][2]string{user("\xff\xfe")}), codes.InvalidArgument},
+	}
+}
+
+// hostileHTTP are the hostile HTTP API calls and the status each must get.
+func hostileHTTP() []struct {
+	name, contentType, body string
+	want                    int
+} {
+	attrs := func(n int) string {
+		var b strings.Builder
+		b.WriteString(`{"attributes": {"domain": "` + sfDomain + `"`)
+		for i := range n {
+			fmt.Fprintf(&b, `, "a%d": "v"`, i)
+		}
+		return b.String() + "}}"
+	}
+	batch := `{"requests": [` + strings.Repeat(`{"attributes": {"domain": "`+sfDomain+`", "user": "h"}},`, 256) + `{"attributes": {"user": "h"}}]}`
+	return []struct {
+		name, contentType, body string
+		want                    int
+	}{
+		{"a 300 KiB body", "application/json", `{"attributes": {"user": "` + strings.Repeat("x", 300<<10) + `"}}`, http.StatusRequestEntityTooLarge},
+		{"text/plain", "text/plain", `{"attributes": {"domain": "` + sfDomain + `", "user": "h"}}`, http.StatusUnsupportedMediaType},
+		{"no content type", "", `{"attributes": {"domain": "` + sfDomain + `", "user": "h"}}`, http.StatusUnsupportedMediaType},
+		{"invalid UTF-8", "application/json", `{"attributes": {"domain": "` + sfDomain + `", "user": "` + "\xff" + `"}}`, http.StatusBadRequest},
+		{"a lone surrogate escape", "application/json", `{"attributes": {"domain": "` + sfDomain + `", "user": "\udc00"}}`, http.StatusBadRequest},
+		{"65 attributes", "application/json", attrs(64), http.StatusBadRequest},
+		{"a 5 KiB value", "application/json", `{"attributes": {"domain": "` + sfDomain + `", "user": "` + strings.Repeat("x", 5<<10) + `"}}`, http.StatusBadRequest},
+		{"257 requests", "application/json", batch, http.StatusBadRequest},
+	}
+}
+
+// sfSlowdown is how much slower the other callers' p99 may be during a fault than before
+// it: a generous ratio for a shared 2-core machine; a call that stalls the service shows
+// as seconds, not as a ratio of milliseconds. The floor keeps a sub-millisecond baseline
+// from making scheduling noise a failure.
+const (
+	sfSlowdown      = 10
+	sfSlowdownFloor = 50 * time.Millisecond
+)
+
+// testHostileRequests: hostile calls on both interfaces, in a loop beside the load. The
+// promise: each is refused with its documented code (InvalidArgument / ResourceExhausted
+// over gRPC; 400 / 413 / 415 over HTTP), and the other callers are decided as before,
+// their p99 within sfSlowdown of what it was before.
+func testHostileRequests(t *testing.T, backend string, flags []string) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, sfPolicy)
+	if err := os.WriteFile(path, []byte(sfPolicyText("gcra")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startServeProc(t, 0, append(flags, path)...)
+	l := startLoad(t, p, "hostile")
+	defer l.halt()
+	time.Sleep(time.Second)
+	l.phase.Store(1)
+
+	conn := p.grpcConn(t)
+	grpcCases, httpCases := hostileGRPC(), hostileHTTP()
+	var sent atomic.Int64
+	var wrong []string
+	var mu sync.Mutex
+	bad := func(format string, args ...any) {
+		mu.Lock()
+		if len(wrong) < 10 {
+			wrong = append(wrong, fmt.Sprintf(format, args...))
+		}
+		mu.Unlock()
+	}
+	var hwg sync.WaitGroup
+	until := time.Now().Add(1500 * time.Millisecond)
+	hwg.Go(func() {
+		for n := 0; n < 10_000 && time.Now().Before(until); n++ {
+			c := grpcCases[n%len(grpcCases)]
+			var out []byte
+			ctx, cancel := context.WithTimeout(context.Background(), sfCallWait)
+			err := conn.Invoke(ctx, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", &c.req, &out, grpc.ForceCodecV2(nil), grpc.ForceCodec(rawCodec{}))
+			cancel()
+			sent.Add(1)
+			if status.Code(err) != c.want {
+				bad("gRPC %s: %v, want %v", c.name, err, c.want)
+			}
+		}
+	})
+	hwg.Go(func() {
+		client := &http.Client{Timeout: sfCallWait}
+		for n := 0; n < 10_000 && time.Now().Before(until); n++ {
+			c := httpCases[n%len(httpCases)]
+			req, _ := http.NewRequest("POST", "http://"+p.http+"/v1/decide", strings.NewReader(c.body))
+			if c.contentType != "" {
+				req.Header.Set("Content-Type", c.contentType)
+			}
+			resp, err := client.Do(req)
+			sent.Add(1)
+			if err != nil {
+				bad("HTTP %s: %v", c.name, err)
+				continue
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				bad("HTTP %s: %d, want %d", c.name, resp.StatusCode, c.want)
+			}
+		}
+	})
+	hwg.Wait()
+	l.phase.Store(2)
+	time.Sleep(200 * time.Millisecond)
+	l.halt()
+	for _, w := range wrong {
+		t.Errorf("a hostile request was not refused as documented: %s", w)
+	}
+	tot := l.totals()
+	before, during := l.p99(0), l.p99(1)
+	if tot.failed > 0 || tot.noRule > 0 {
+		t.Errorf("the other callers: %d calls failed (%v; first %v), %d decided by no rule", tot.failed, tot.codes, tot.firstErr, tot.noRule)
+	}
+	if bound := max(sfSlowdown*before, sfSlowdownFloor); during > bound {
+		t.Errorf("the other callers' p99 was %v during the hostile requests, %v before: more than %d× (or %v)", during, before, sfSlowdown, sfSlowdownFloor)
+	}
+	addRow(t, sfRow{fault: "hostile requests, gRPC and HTTP, one of each kind after another", backend: backend,
+		calls: tot.calls, failed: tot.failed, noRule: tot.noRule, p99: during,
+		note: fmt.Sprintf("%d hostile requests, all refused as documented: %v; p99 before %v, during %v (%.1f×)",
+			sent.Load(), len(wrong) == 0, before.Round(100*time.Microsecond), during.Round(100*time.Microsecond), float64(during)/float64(max(before, 1)))})
 }
