@@ -11,12 +11,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -397,4 +399,178 @@ func TestHTTPContentType(t *testing.T) {
 	if code, out, _ := ls.post(t, "/v1/decide", "application/json", attrsBody(map[string]string{"k": "t"})); code != 200 || out["allowed"] != true {
 		t.Fatalf("after a refused text/plain post: %d %v; want allowed (it charged nothing)", code, out)
 	}
+}
+
+// budgetPolicy applies four rules to every descriptor with a "k", one of each of four
+// algorithms (sliding_log keeps a sorted set per key), so that MaxDescriptors
+// descriptors apply engine.MaxRules rules: the largest call there is. The limits are high
+// enough that every call is allowed, so every rule is checked and charged.
+const budgetPolicy = `
+policy "budget" {
+  rule "gcra" {
+    algorithm = "gcra"
+    when      = request.k != ""
+    key       = request.k
+    rate      = "1000/s"
+    burst     = 1000
+  }
+  rule "tokens" {
+    algorithm = "token_bucket"
+    when      = request.k != ""
+    key       = request.k
+    capacity  = 1000
+    rate      = "100/s"
+  }
+  rule "sliding" {
+    algorithm = "sliding_window"
+    when      = request.k != ""
+    key       = request.k
+    limit     = 1000
+    window    = "1m"
+  }
+  rule "log" {
+    algorithm = "sliding_log"
+    when      = request.k != ""
+    key       = request.k
+    limit     = 1000
+    window    = "1m"
+  }
+}`
+
+// largestCall is call i of the largest ShouldRateLimit: MaxDescriptors descriptors whose
+// values fill the message to near MaxGRPCMessageBytes, on keys of their own for each i.
+func largestCall(i int) *rlsv3.RateLimitRequest {
+	req := &rlsv3.RateLimitRequest{Domain: "budget"}
+	pad := strings.Repeat("v", MaxGRPCMessageBytes/MaxDescriptors-64)
+	for d := range MaxDescriptors {
+		req.Descriptors = append(req.Descriptors, desc("k", fmt.Sprintf("%d-%d-%s", i, d, pad)))
+	}
+	return req
+}
+
+// scriptTime is the engine script's run time on rdb's server as INFO commandstats
+// counts it (FCALL, EVALSHA, EVAL): calls and µs in all.
+func scriptTime(t testing.TB, ctx context.Context, info string) (calls, usec int64) {
+	t.Helper()
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		name, stats, ok := strings.Cut(line, ":")
+		if !ok || (name != "cmdstat_fcall" && name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+			continue
+		}
+		var c, u int64
+		if _, err := fmt.Sscanf(stats, "calls=%d,usec=%d,", &c, &u); err != nil {
+			t.Fatalf("commandstats %q: %v", line, err)
+		}
+		calls, usec = calls+c, usec+u
+	}
+	return calls, usec
+}
+
+// measureLargestCall makes n largest calls on a private redis-server and returns the
+// script's mean run time per call on the server (INFO commandstats, with the slow log
+// off), its server's main thread CPU time per call (INFO cpu), and the longest of n more
+// (SLOWLOG at slowlog-log-slower-than 1000, so that the commands the script runs, which
+// Redis 7 logs as well, mostly are not: 0 when none took 1ms), in µs. Go's work and the test's gRPC calls run in between and are not counted.
+func measureLargestCall(t testing.TB, n int) (mean, cpu float64, longest int64) {
+	t.Helper()
+	ctx := context.Background()
+	rs := redistest.Start(t)
+	rdb := rs.Client(t)
+	ls := startLimits(t, engine.NewRedis(rdb), budgetPolicy)
+	call := func(i int) {
+		resp, err := ls.rls.ShouldRateLimit(ctx, largestCall(i))
+		if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || len(resp.GetStatuses()) != MaxDescriptors {
+			t.Fatalf("largest call %d: %v, %v", i, resp.GetOverallCode(), err)
+		}
+	}
+	do := func(args ...any) {
+		if err := rdb.Do(ctx, args...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call(-1) // loads the library, outside the figures
+	do("CONFIG", "SET", "slowlog-log-slower-than", "-1")
+	do("CONFIG", "RESETSTAT")
+	cpu0 := mainThreadCPU(t, rdb)
+	for i := range n {
+		call(i)
+	}
+	cpu = (mainThreadCPU(t, rdb) - cpu0) * 1e6 / float64(n)
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls, usec := scriptTime(t, ctx, info)
+	if calls != int64(n) {
+		t.Fatalf("the server ran the script %d times for %d calls of one hash slot: %s", calls, n, info)
+	}
+	do("CONFIG", "SET", "slowlog-log-slower-than", "1000")
+	do("CONFIG", "SET", "slowlog-max-len", "1024")
+	do("SLOWLOG", "RESET")
+	for i := range n {
+		call(n + i)
+	}
+	logs, err := rdb.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range logs {
+		if len(l.Args) == 0 || !strings.EqualFold(l.Args[0], "fcall") && !strings.EqualFold(l.Args[0], "evalsha") {
+			continue // a command the script ran, which a loaded machine held up
+		}
+		// FCALL function numkeys key ... (SLOWLOG keeps the first 32 arguments).
+		if len(l.Args) < 3 || l.Args[2] != fmt.Sprint(engine.MaxRules) {
+			t.Fatalf("a script call of %v keys, want %d", l.Args[:min(3, len(l.Args))], engine.MaxRules)
+		}
+		longest = max(longest, l.Duration.Microseconds())
+	}
+	return float64(usec) / float64(calls), cpu, longest
+}
+
+// mainThreadCPU is the CPU time, user and system, in seconds, of the main thread of
+// rdb's server (INFO cpu), where commands and scripts run.
+func mainThreadCPU(t testing.TB, rdb *redis.Client) float64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(info, "\n") {
+		name, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if name == "used_cpu_user_main_thread" || name == "used_cpu_sys_main_thread" {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("INFO cpu %q: %v", line, err)
+			}
+			sum += f
+		}
+	}
+	return sum
+}
+
+// TestLargestCallBudget measures the largest call (MaxDescriptors descriptors of four
+// rules each, engine.MaxRules rules, every one charged) on a real redis-server: one
+// script run per call, of every rule, whose time on the server is logged (the budget is
+// 5ms; the figures are in BENCHMARKS.md, from BenchmarkLargestCall):
+//
+//	go test -count=1 -run TestLargestCallBudget -v ./serve
+func TestLargestCallBudget(t *testing.T) {
+	mean, cpu, longest := measureLargestCall(t, 20)
+	t.Logf("largest call (%d rules) on redis-server: script %.0f µs a call (commandstats), longest of as many more %d µs (SLOWLOG; 0: none took 1ms); main thread CPU %.0f µs a call (script, the call's parsing and its reply)", engine.MaxRules, mean, longest, cpu)
+}
+
+// BenchmarkLargestCall reports the largest call's script time on a real redis-server:
+// redis-us/call (INFO commandstats), redis-cpu-us/call (the server's main thread, INFO
+// cpu: the script and the call's parsing and reply) and redis-max-us (SLOWLOG's longest).
+// commandstats and SLOWLOG time the script by the wall clock, so a loaded machine
+// inflates them where the CPU time holds.
+//
+//	go test -run XXX -bench BenchmarkLargestCall -benchtime 50x -count 3 ./serve
+func BenchmarkLargestCall(b *testing.B) {
+	mean, cpu, longest := measureLargestCall(b, b.N)
+	b.ReportMetric(mean, "redis-us/call")
+	b.ReportMetric(cpu, "redis-cpu-us/call")
+	b.ReportMetric(float64(longest), "redis-max-us")
 }
