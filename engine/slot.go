@@ -102,7 +102,7 @@ func (m *slotMap) stale(ctx context.Context, now time.Time, wait bool) bool {
 
 // reloadNow returns a refresh of c's slot map that returns once the map is reloaded:
 // go-redis reloads the map before ForEachMaster runs its function, here one that does
-// nothing (TestSlotMapReloadNow pins that behaviour).
+// nothing (TestMovedSlotIsResent pins that behaviour).
 func reloadNow(c *redis.ClusterClient) func(context.Context) error {
 	return func(ctx context.Context) error {
 		return c.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil })
