@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/luahost"
 )
 
@@ -130,4 +131,66 @@ func TestDispatchDeadlineBeforeCharge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitPlugin's check runs until the server's clock passes its parameter (µs), then allows;
+// its commit writes the key. It makes a call's checks end after a given server instant,
+// by the server's own clock, whatever the machine's speed.
+var waitPlugin = &Algorithm{Name: "wait_until", Params: []Param{{Name: "until", Kind: Count}}, Source: `
+params = {'pos'}
+function check(key, now, cost, p)
+  local t
+  repeat
+    t = call('TIME')
+  until t[1] * 1000000 + t[2] > p[1]
+  return 1, 1, 0, 0, 1, true
+end
+function commit(key, w)
+  call('SET', key, '1')
+end
+`}
+
+// TestDispatchDeadlineBeforeChargeRedis: on a real redis-server, where TIME advances while
+// a script runs, a call that starts before its deadline and whose checks end after it
+// (a rule that waits for the server's clock to pass it) writes nothing and answers the
+// deadline error. Before the dispatcher read TIME again before charging, it charged both
+// rules for a caller that had given up.
+func TestDispatchDeadlineBeforeChargeRedis(t *testing.T) {
+	ctx := context.Background()
+	rdb := redistest.Shared(t).Client(t)
+	fw, _ := Lookup("fixed_window")
+	s, err := Assemble([]*Algorithm{waitPlugin, fw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The call must reach the server before its deadline: margins grow until one does
+	// (a loaded machine may take long to send it); each attempt is on keys of its own.
+	for attempt, margin := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond, 5 * time.Second} {
+		now, err := rdb.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := now.Add(margin).UnixMicro()
+		keys := []string{fmt.Sprintf("rl:dispatch:wait:%d:%d", now.UnixNano(), attempt), fmt.Sprintf("rl:dispatch:fw:%d:%d", now.UnixNano(), attempt)}
+		c := Call{Op: OpCheck, Now: ServerTime, Deadline: deadline, Rules: []Rule{
+			{Key: keys[0], Algorithm: waitPlugin, Cost: 1, Params: []int64{deadline + 1000}},
+			{Key: keys[1], Algorithm: fw, Cost: 1, Params: []int64{100, 60_000_000}},
+		}}
+		argv, err := c.Argv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = rdb.Eval(ctx, s.Source, c.Keys(), argv).Result()
+		if n, xerr := rdb.Exists(ctx, keys...).Result(); xerr != nil || n != 0 {
+			t.Fatalf("a call past its deadline (%v) left %d of its keys, %v", err, n, xerr)
+		}
+		if !IsDeadlineError(err) {
+			t.Fatalf("a call whose checks ended past its deadline: %v, want the deadline error", err)
+		}
+		if strings.Contains(err.Error(), "checked the call past its deadline") {
+			return
+		}
+		t.Logf("attempt %d: the call reached the server after its deadline (%v); a longer margin", attempt+1, err)
+	}
+	t.Fatal("no call reached the server before its deadline")
 }
