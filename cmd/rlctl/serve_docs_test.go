@@ -12,6 +12,7 @@ import (
 
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/internal/syncbuf"
+	"github.com/rlctl/rlctl/internal/testcert"
 )
 
 // TestDocsServe holds docs/serve.md, and the service's blocks of README.md, to the
@@ -73,13 +74,24 @@ func TestDocsServe(t *testing.T) {
 }
 
 // serveOnce runs rlctl serve with args until its admin listener answers /healthz, then
-// stops it. A
-// -redis URL in args is replaced by a real redis-server's.
+// stops it. A -redis URL in args is replaced by a real redis-server's, and the files of
+// -tls-cert, -tls-key, -tls-client-ca and -auth-tokens by ones made for the test.
 func serveOnce(t *testing.T, args []string) {
 	t.Helper()
-	for i, a := range args {
-		if a == "-redis" && i+1 < len(args) {
+	dir := t.TempDir()
+	ca := testcert.New(t, "ca")
+	server := ca.Server(t, dir, "server")
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("# a token for the docs\nt0ken\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"-tls-cert": server.CertFile, "-tls-key": server.KeyFile, "-tls-client-ca": ca.WriteFile(t, dir, "ca.pem"), "-auth-tokens": tokens}
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "-redis" {
 			args[i+1] = "redis://" + redistest.Start(t).Addr()
+		}
+		if f, ok := files[args[i]]; ok {
+			args[i+1] = f
 		}
 	}
 	serveWhile(t, args, func(string) {})
