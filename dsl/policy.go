@@ -36,7 +36,7 @@ var ruleAttrs = []hcl.AttributeSchema{
 }
 
 // validName is the form of policy, rule, scenario and traffic names: they appear in Redis
-// keys (rl:{shard}:<policy>:<rule>:<key>) and in RateLimit-Policy headers, so they are
+// keys (rl:{shard}:<policy>:<rule>:<algorithm>:<key>) and in RateLimit-Policy headers, so they are
 // plain tokens.
 var validName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
 

@@ -16,8 +16,9 @@ const settle = 250 * time.Millisecond
 // Watch reloads the policies whenever one of the server's paths changes, until ctx ends. A
 // file is watched through its directory, so a file replaced by a rename (editors,
 // Kubernetes ConfigMap updates) is still seen; so is any other change in that directory.
-// Each reload is Reload's: a bad edit keeps the running policies; a watcher error is
-// logged. Watch returns once every path is watched (a change from then on is seen), or
+// Each reload is Reload's: a bad edit, a file caught mid-write, one emptied, or one that
+// drops a policy without Config.AllowRemoval keeps the running policies, and the next
+// change is read again; a watcher error is logged. Watch returns once every path is watched (a change from then on is seen), or
 // with the error that keeps a path from being watched; done is closed when watching has
 // stopped, after ctx ends.
 func (s *Server) Watch(ctx context.Context) (done <-chan struct{}, err error) {
