@@ -73,8 +73,11 @@ func (h *Host) FCall(ctx context.Context, function string, keys, args []string) 
 // case per call is declared and held to Redis by tests). The host's deadline (WithTimeout)
 // and ctx are checked before each Redis command the function runs instead of before every
 // Lua instruction, which costs about a fifth of a short call: a loop that runs no command
-// is not stopped. The instruction limit (WithInstructionLimit) does not apply, and Steps
-// reports 0 for the call.
+// is not stopped. Once the function has run a write command it is no longer stopped, so
+// a call is either stopped before it writes anything or runs to its end: a late call
+// never leaves some of its writes (a decision charged on some rules but not others). The
+// instruction limit (WithInstructionLimit) does not apply, and Steps reports 0 for the
+// call.
 func (h *Host) FCallBounded(ctx context.Context, function string, keys, args []string) (any, error) {
 	return h.fcallLocked(ctx, function, keys, args, true)
 }

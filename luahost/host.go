@@ -143,8 +143,10 @@ type runState struct {
 	dl        deadline
 	readOnly  bool // a no-writes function: write commands fail
 	// bounded: the run is FCallBounded's, whose deadline is checked at each Redis command
-	// (see Host.stopped) instead of at every instruction.
+	// (see Host.stopped) instead of at every instruction, until wrote.
 	bounded bool
+	// wrote: the run has run a write command.
+	wrote bool
 }
 
 // New returns a Host with an empty keyspace and no scripts.
@@ -401,6 +403,7 @@ func (h *Host) exec(ctx context.Context, name string, keys []string, nargs int, 
 	h.run.sha = name
 	h.run.keys = keys
 	h.run.readOnly = readOnly
+	h.run.wrote = false
 	h.run.errSource, h.run.errLine = "", 0
 	h.cc.now = h.clock.Now().UnixMilli()
 	h.ks.beginRun(h.cc.now)

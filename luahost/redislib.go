@@ -50,7 +50,7 @@ func (v *vm) newRedisLib() *lua.LTable {
 // or numbers (formatted "%.17g"); the reply is converted to Lua; an error
 // reply becomes {err=...}, raised by call and returned by pcall.
 func (h *Host) redisCall(L *lua.LState, raise bool) int {
-	if h.run.bounded && h.stopped() {
+	if h.run.bounded && !h.run.wrote && h.stopped() {
 		L.RaiseError("%s", h.run.dl.err.Error())
 		return 0
 	}
@@ -124,6 +124,9 @@ func (h *Host) scriptCommand(args []string) any {
 		if k, ok := cmd.undeclaredKey(args, h.run.keys); ok {
 			return errorf("ERR luahost: script accessed key '" + k + "' that is not in KEYS (strict keys)")
 		}
+	}
+	if cmd.flags&flagWrite != 0 {
+		h.run.wrote = true
 	}
 	return cmd.run(&h.cc, args)
 }
