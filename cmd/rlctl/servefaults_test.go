@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -425,6 +426,7 @@ func TestServeFaults(t *testing.T) {
 	t.Run("reloads/redis", func(t *testing.T) { testReloadFaults(t, "redis", redis(t)) })
 	t.Run("hostile/embedded", func(t *testing.T) { testHostileRequests(t, "embedded", nil) })
 	t.Run("hostile/redis", func(t *testing.T) { testHostileRequests(t, "redis", redis(t)) })
+	t.Run("idle clients at an fd limit", testIdleClients)
 	reportServeFaults(t)
 }
 
@@ -718,4 +720,136 @@ func testHostileRequests(t *testing.T, backend string, flags []string) {
 		calls: tot.calls, failed: tot.failed, noRule: tot.noRule, p99: during,
 		note: fmt.Sprintf("%d hostile requests, all refused as documented: %v; p99 before %v, during %v (%.1f×)",
 			sent.Load(), len(wrong) == 0, before.Round(100*time.Microsecond), during.Round(100*time.Microsecond), float64(during)/float64(max(before, 1)))})
+}
+
+const (
+	sfNofile     = 1024 // serve's file descriptor limit in testIdleClients
+	sfIdle       = 1000 // kept-alive HTTP connections left idle after one request
+	sfTrickle    = 100  // HTTP connections trickling a body, a byte every sfTrickleGap
+	sfTrickleGap = 200 * time.Millisecond
+	sfNewClients = 8 // fresh gRPC clients that must be answered meanwhile
+)
+
+// testIdleClients: rlctl serve under `ulimit -n 1024`, 1,000 kept-alive HTTP connections
+// idle after a request and 100 trickling a body (1,100: more than its descriptors), with
+// the load running. The promise: a new gRPC client still gets answers, and the load's
+// calls do not fail.
+func testIdleClients(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, sfPolicy)
+	if err := os.WriteFile(path, []byte(sfPolicyText("gcra")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startServeProc(t, sfNofile, path)
+	l := startLoad(t, p, "idle")
+	defer l.halt()
+	time.Sleep(500 * time.Millisecond)
+	l.phase.Store(1)
+
+	var conns []net.Conn
+	var mu sync.Mutex
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	hold := func(c net.Conn) {
+		mu.Lock()
+		conns = append(conns, c)
+		mu.Unlock()
+	}
+	body := `{"attributes": {"domain": "` + sfDomain + `", "user": "idle"}}`
+	request := "POST /v1/decide HTTP/1.1\r\nHost: rlctl\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	var answered, refused atomic.Int64 // idle connections: a first answer; closed or not accepted
+	var wg sync.WaitGroup
+	jobs := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for range jobs {
+				c, err := net.DialTimeout("tcp", p.http, 2*time.Second)
+				if err != nil {
+					refused.Add(1)
+					continue
+				}
+				hold(c)
+				c.SetDeadline(time.Now().Add(2 * time.Second))
+				if _, err := io.WriteString(c, request); err != nil {
+					refused.Add(1)
+					continue
+				}
+				resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+				if err != nil {
+					refused.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				answered.Add(1)
+				c.SetDeadline(time.Time{}) // and now idle, kept alive
+			}
+		})
+	}
+	for i := range sfIdle {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	stopTrickle := make(chan struct{})
+	var twg sync.WaitGroup
+	var trickling atomic.Int64
+	for range sfTrickle {
+		c, err := net.DialTimeout("tcp", p.http, 2*time.Second)
+		if err != nil {
+			continue
+		}
+		hold(c)
+		twg.Go(func() {
+			if _, err := io.WriteString(c, "POST /v1/decide HTTP/1.1\r\nHost: rlctl\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"); err != nil {
+				return
+			}
+			trickling.Add(1)
+			for {
+				select {
+				case <-stopTrickle:
+					return
+				case <-time.After(sfTrickleGap):
+				}
+				if _, err := c.Write([]byte{' '}); err != nil {
+					return
+				}
+			}
+		})
+	}
+	defer func() { close(stopTrickle); twg.Wait() }()
+
+	// Fresh gRPC clients, each on a new connection, while every connection above is held.
+	var slowest time.Duration
+	fresh := 0
+	for i := range sfNewClients {
+		c := p.grpcConn(t)
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), sfCallWait)
+		resp, err := rlsv3.NewRateLimitServiceClient(c).ShouldRateLimit(ctx, sfRequest(fmt.Sprint("fresh", i)))
+		cancel()
+		took := time.Since(start)
+		slowest = max(slowest, took)
+		if err == nil && resp.OverallCode == rlsv3.RateLimitResponse_OK {
+			fresh++
+		} else {
+			t.Errorf("a new gRPC client with %d HTTP connections held (%d answered, %d trickling): %v %v after %v",
+				len(conns), answered.Load(), trickling.Load(), resp, err, took)
+		}
+		c.Close()
+	}
+	time.Sleep(500 * time.Millisecond)
+	l.phase.Store(2)
+	l.halt()
+	tot := l.totals()
+	if tot.failed > 0 || tot.noRule > 0 {
+		t.Errorf("the load: %d calls failed (%v; first %v), %d decided by no rule", tot.failed, tot.codes, tot.firstErr, tot.noRule)
+	}
+	addRow(t, sfRow{fault: fmt.Sprintf("%d kept-alive idle HTTP connections and %d trickling bodies under ulimit -n %d", sfIdle, sfTrickle, sfNofile),
+		backend: "embedded", calls: tot.calls, failed: tot.failed, noRule: tot.noRule, p99: l.p99(1),
+		note: fmt.Sprintf("of the idle ones %d answered and held, %d refused or closed; %d trickling; %d of %d new gRPC clients answered, the slowest in %v; p99 before %v",
+			answered.Load(), refused.Load(), trickling.Load(), fresh, sfNewClients, slowest.Round(100*time.Microsecond), l.p99(0).Round(100*time.Microsecond))})
 }
