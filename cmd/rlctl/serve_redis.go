@@ -34,39 +34,30 @@ const redisDialTimeout = 5 * time.Second
 // it connects through a tlsDialer, which logs why a handshake failed at error level on
 // log. No error it returns holds the URL's password.
 func (c redisConfig) client(log *slog.Logger) (redis.UniversalClient, error) {
-	tlsConf, err := c.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
-	dial := func(conf *tls.Config) func(context.Context, string, string) (net.Conn, error) {
-		if conf == nil {
-			return nil
-		}
-		if tlsConf != nil {
-			conf.Certificates, conf.GetClientCertificate, conf.RootCAs = nil, tlsConf.GetClientCertificate, tlsConf.RootCAs
-		}
-		return (&tlsDialer{conf: conf, log: log}).dial
-	}
 	switch c.typ {
 	case "single":
 		o, err := redis.ParseURL(c.url)
 		if err != nil {
 			return nil, redactErr(err, c.url)
 		}
-		if err := c.needsTLS(o.TLSConfig); err != nil {
+		if o.Dialer, err = c.dialer(o.TLSConfig, log); err != nil {
 			return nil, err
 		}
-		o.MaxRetries, o.ContextTimeoutEnabled, o.Dialer = -1, true, dial(o.TLSConfig)
+		o.MaxRetries, o.ContextTimeoutEnabled = -1, true
 		return redis.NewClient(o), nil
 	case "cluster":
 		o, err := redis.ParseClusterURL(c.url)
 		if err != nil {
 			return nil, redactErr(err, c.url)
 		}
-		if err := c.needsTLS(o.TLSConfig); err != nil {
+		if o.TLSConfig != nil {
+			// Each node is verified by its own address, not by the first one's.
+			o.TLSConfig.ServerName = ""
+		}
+		if o.Dialer, err = c.dialer(o.TLSConfig, log); err != nil {
 			return nil, err
 		}
-		o.MaxRetries, o.ContextTimeoutEnabled, o.Dialer = -1, true, dial(o.TLSConfig)
+		o.MaxRetries, o.ContextTimeoutEnabled = -1, true
 		return redis.NewClusterClient(o), nil
 	case "sentinel":
 		o, err := redis.ParseFailoverURL(c.url)
@@ -76,13 +67,32 @@ func (c redisConfig) client(log *slog.Logger) (redis.UniversalClient, error) {
 		if o.MasterName == "" {
 			return nil, errors.New("a sentinel URL needs ?master_name=NAME")
 		}
-		if err := c.needsTLS(o.TLSConfig); err != nil {
+		if o.Dialer, err = c.dialer(o.TLSConfig, log); err != nil {
 			return nil, err
 		}
-		o.MaxRetries, o.ContextTimeoutEnabled, o.Dialer = -1, true, dial(o.TLSConfig)
+		o.MaxRetries, o.ContextTimeoutEnabled = -1, true
 		return redis.NewFailoverClient(o), nil
 	}
 	return nil, fmt.Errorf("-redis-type %q: use single, cluster or sentinel", c.typ)
+}
+
+// dialer returns the dialer of a client whose URL gives conf (nil for redis://): nil,
+// go-redis's own, without TLS; a tlsDialer with the flags' files added to conf with it.
+func (c redisConfig) dialer(conf *tls.Config, log *slog.Logger) (func(context.Context, string, string) (net.Conn, error), error) {
+	if err := c.needsTLS(conf); err != nil {
+		return nil, err
+	}
+	if conf == nil {
+		return nil, nil
+	}
+	files, err := c.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	if files != nil {
+		conf.GetClientCertificate, conf.RootCAs = files.GetClientCertificate, files.RootCAs
+	}
+	return (&tlsDialer{conf: conf, log: log}).dial, nil
 }
 
 // needsTLS refuses TLS files for a URL that does not ask for TLS: the files would be
