@@ -574,3 +574,46 @@ func BenchmarkLargestCall(b *testing.B) {
 	b.ReportMetric(cpu, "redis-cpu-us/call")
 	b.ReportMetric(float64(longest), "redis-max-us")
 }
+
+// TestOpenAPILimits: the OpenAPI document states the limits the handler enforces.
+func TestOpenAPILimits(t *testing.T) {
+	var doc struct {
+		Info struct {
+			Description string `json:"description"`
+		} `json:"info"`
+		Paths      map[string]map[string]struct{ Responses map[string]any } `json:"paths"`
+		Components struct {
+			Schemas struct {
+				Attributes struct {
+					MaxProperties        int                     `json:"maxProperties"`
+					PropertyNames        struct{ MaxLength int } `json:"propertyNames"`
+					AdditionalProperties struct{ MaxLength int } `json:"additionalProperties"`
+				}
+				DecideRequest struct {
+					Properties struct {
+						Requests struct{ MaxItems int } `json:"requests"`
+					} `json:"properties"`
+				}
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(openapi, &doc); err != nil {
+		t.Fatal(err)
+	}
+	a := doc.Components.Schemas.Attributes
+	if a.MaxProperties != MaxAttributes || a.PropertyNames.MaxLength != MaxNameBytes || a.AdditionalProperties.MaxLength != MaxValueBytes || doc.Components.Schemas.DecideRequest.Properties.Requests.MaxItems != MaxBatch {
+		t.Errorf("openapi.json's limits: attributes %+v, requests %d", a, doc.Components.Schemas.DecideRequest.Properties.Requests.MaxItems)
+	}
+	for _, n := range []int{MaxBodyBytes, MaxBatch, MaxAttributes, MaxNameBytes, MaxValueBytes, engine.MaxRules} {
+		if !strings.Contains(doc.Info.Description, fmt.Sprint(n)) {
+			t.Errorf("openapi.json's description does not state %d", n)
+		}
+	}
+	for _, path := range []string{"/v1/decide", "/v1/peek", "/v1/release"} {
+		for _, code := range []string{"400", "413", "415"} {
+			if _, ok := doc.Paths[path]["post"].Responses[code]; !ok {
+				t.Errorf("openapi.json: POST %s has no %s response", path, code)
+			}
+		}
+	}
+}
