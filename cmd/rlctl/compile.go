@@ -104,12 +104,15 @@ type scriptOut struct {
 }
 
 type policyOut struct {
-	Name    string    `json:"name"`
-	Match   string    `json:"match,omitempty"`
-	Shard   string    `json:"shard,omitempty"`
-	OnError string    `json:"on_error"`
-	Clock   string    `json:"clock"`
-	Rules   []ruleOut `json:"rules"`
+	Name    string `json:"name"`
+	Match   string `json:"match,omitempty"`
+	Shard   string `json:"shard,omitempty"`
+	OnError string `json:"on_error"`
+	// LocalShare is the policy's local_share when above 1: the instances among which the
+	// on_error = "local" fallback divides every rule's limit.
+	LocalShare int64     `json:"local_share,omitempty"`
+	Clock      string    `json:"clock"`
+	Rules      []ruleOut `json:"rules"`
 }
 
 type ruleOut struct {
@@ -164,6 +167,9 @@ func describe(cfg *dsl.Config, plan *engine.Plan) planOut {
 	}
 	for _, p := range cfg.Policies {
 		po := policyOut{Name: p.Name, Match: src(p.Match), Shard: src(p.Shard), OnError: or(p.OnError, dsl.OnErrorAllow), Clock: or(p.Clock, dsl.ClockServer)}
+		if p.LocalShare > 1 {
+			po.LocalShare = p.LocalShare
+		}
 		for _, r := range p.Rules {
 			ro := ruleOut{Name: r.Name, Algorithm: r.Algorithm.Name, When: src(r.When), Cost: or(src(r.Cost), "1"), Shadow: r.Shadow}
 			argv := []string{r.Algorithm.Name, "<cost>", "<flags: 1=shadow>"}
@@ -290,7 +296,11 @@ func printPlan(e *env, p planOut, from string) {
 		if po.Shard != "" {
 			attr("  ", "shard", po.Shard+" (one hash slot per value: one atomic call on a cluster)")
 		}
-		attr("  ", "on_error", po.OnError)
+		if po.LocalShare > 1 {
+			attr("  ", "on_error", fmt.Sprintf("%s (local_share %d: each instance falling back keeps 1/%d of every limit)", po.OnError, po.LocalShare, po.LocalShare))
+		} else {
+			attr("  ", "on_error", po.OnError)
+		}
 		attr("  ", "clock", po.Clock)
 		for _, r := range po.Rules {
 			shadow := ""
