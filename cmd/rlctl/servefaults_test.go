@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/rlctl/rlctl/internal/redistest"
@@ -427,6 +428,7 @@ func TestServeFaults(t *testing.T) {
 	t.Run("hostile/embedded", func(t *testing.T) { testHostileRequests(t, "embedded", nil) })
 	t.Run("hostile/redis", func(t *testing.T) { testHostileRequests(t, "redis", redis(t)) })
 	t.Run("idle clients at an fd limit", testIdleClients)
+	t.Run("SIGTERM with a health watcher", testShutdownWithWatcher)
 	reportServeFaults(t)
 }
 
@@ -852,4 +854,129 @@ func testIdleClients(t *testing.T) {
 		backend: "embedded", calls: tot.calls, failed: tot.failed, noRule: tot.noRule, p99: l.p99(1),
 		note: fmt.Sprintf("of the idle ones %d answered and held, %d refused or closed; %d trickling; %d of %d new gRPC clients answered, the slowest in %v; p99 before %v",
 			answered.Load(), refused.Load(), trickling.Load(), fresh, sfNewClients, slowest.Round(100*time.Microsecond), l.p99(0).Round(100*time.Microsecond))})
+}
+
+const (
+	sfInFlight = 8                // calls held in flight by a paused Redis at SIGTERM
+	sfDrain    = 30 * time.Second // serve's -drain in testShutdownWithWatcher
+	sfExit     = 10 * time.Second // how long after SIGTERM serve may take to exit
+)
+
+// testShutdownWithWatcher: SIGTERM while a client watches health (grpc.health.v1 Watch)
+// and calls are in flight, held by a paused Redis. The promise: the watcher is told
+// NOT_SERVING or its stream ends, the calls in flight finish (decided by Redis once it
+// resumes), and the process exits 0 well before its -drain of 30 s.
+func testShutdownWithWatcher(t *testing.T) {
+	rs := redistest.Start(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, sfPolicy)
+	if err := os.WriteFile(path, []byte(sfPolicyText("gcra")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startServeProc(t, 0, "-redis", "redis://"+rs.Addr(), "-timeout", "20s", "-drain", sfDrain.String(), path)
+	conn := p.grpcConn(t)
+	rls := rlsv3.NewRateLimitServiceClient(conn)
+	if _, err := rls.ShouldRateLimit(context.Background(), sfRequest("warm")); err != nil {
+		t.Fatalf("a call on a healthy service: %v", err)
+	}
+	wctx, wcancel := context.WithCancel(context.Background())
+	defer wcancel()
+	watch, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := watch.Recv(); err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health watch: %v %v", h, err)
+	}
+	watched := make(chan string, 1)
+	go func() {
+		for {
+			h, err := watch.Recv()
+			if err != nil {
+				watched <- fmt.Sprintf("stream ended (%v)", status.Code(err))
+				return
+			}
+			if h.Status != healthpb.HealthCheckResponse_SERVING {
+				watched <- h.Status.String()
+				return
+			}
+		}
+	}()
+
+	// Calls in flight: Redis is paused, and each call's script waits in its socket.
+	rs.Pause(t)
+	type result struct {
+		resp *rlsv3.RateLimitResponse
+		err  error
+	}
+	results := make(chan result, sfInFlight)
+	for i := range sfInFlight {
+		go func() {
+			resp, err := rls.ShouldRateLimit(context.Background(), sfRequest(fmt.Sprint("inflight", i)))
+			results <- result{resp, err}
+		}()
+	}
+	for wait := time.Now().Add(sfReload); queuedAt(t, rs.Addr()) < sfInFlight; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatalf("the %d calls did not reach the paused Redis within %v (%d connections with a queued request)", sfInFlight, sfReload, queuedAt(t, rs.Addr()))
+		}
+	}
+	term := time.Now()
+	p.signal(t, syscall.SIGTERM)
+	var told string
+	select {
+	case told = <-watched:
+	case <-time.After(sfExit):
+		t.Errorf("the health watcher was told nothing within %v of SIGTERM", sfExit)
+	}
+	toldAfter := time.Since(term)
+	// A new call now is refused, not queued behind the drain.
+	_, newErr := rls.ShouldRateLimit(context.Background(), sfRequest("late"))
+	rs.Resume()
+	finished := 0
+	for range sfInFlight {
+		r := <-results
+		if r.err != nil || len(r.resp.GetStatuses()) != 1 || r.resp.Statuses[0].CurrentLimit == nil {
+			t.Errorf("a call in flight at SIGTERM: %v %v", r.resp, r.err)
+			continue
+		}
+		finished++
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(sfExit):
+		t.Fatalf("rlctl serve had not exited %v after SIGTERM (its -drain is %v)", sfExit, sfDrain)
+	}
+	exitAfter := time.Since(term)
+	if p.exitErr != nil {
+		t.Errorf("rlctl serve exited with %v after SIGTERM, want 0", p.exitErr)
+	}
+	addRow(t, sfRow{fault: "SIGTERM with a grpc.health.v1 Watch stream open and calls in flight (held by a paused Redis), -drain 30s",
+		backend: "redis", calls: sfInFlight, failed: sfInFlight - finished,
+		note: fmt.Sprintf("the watcher told %s %v after SIGTERM; a new call then: %v; %d of %d calls in flight finished; exited %v after SIGTERM",
+			told, toldAfter.Round(time.Millisecond), status.Code(newErr), finished, sfInFlight, exitAfter.Round(time.Millisecond))})
+}
+
+// queuedAt counts the TCP connections to the loopback server at addr with bytes waiting
+// in their receive queue (/proc/net/tcp): the requests a paused server has been sent.
+func queuedAt(t *testing.T, addr string) int {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(addr)
+	pn, _ := strconv.Atoi(port)
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatalf("the calls in flight are counted in /proc/net/tcp: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 || !strings.HasSuffix(f[1], fmt.Sprintf(":%04X", pn)) {
+			continue
+		}
+		_, rx, _ := strings.Cut(f[4], ":")
+		if q, err := strconv.ParseUint(rx, 16, 64); err == nil && q > 0 {
+			n++
+		}
+	}
+	return n
 }
