@@ -358,6 +358,9 @@ func (r *Redis) sendLoaded(ctx context.Context, s *algorithms.Script, key string
 	for n := 0; ; n++ {
 		seen := r.loads.epoch()
 		v, err := r.send(ctx, args, ap)
+		if err == nil {
+			return v, nil
+		}
 		missing := isNoScript(err)
 		if function {
 			missing = isFunctionNotFound(err)
@@ -466,6 +469,9 @@ func noFunctions(err error) bool {
 }
 
 func isNoScript(err error) bool {
+	if err == nil {
+		return false
+	}
 	var rerr redis.Error
 	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "NOSCRIPT")
 }
