@@ -267,6 +267,7 @@ type sfClient struct {
 	codes           map[codes.Code]int // calls that failed, by code
 	firstErr        error
 	lat             [4][]time.Duration // by phase
+	lastBad         time.Time          // when the last call that failed or was over the limit returned
 	allowedAt       []int              // allowed count at each mark
 }
 
@@ -296,11 +297,13 @@ func startLoad(t *testing.T, p *serveProc, run string) *sfLoad {
 				c.lat[phase] = append(c.lat[phase], took)
 				switch {
 				case err != nil:
+					c.lastBad = time.Now()
 					c.codes[status.Code(err)]++
 					if c.firstErr == nil {
 						c.firstErr = err
 					}
 				case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
+					c.lastBad = time.Now()
 					c.over++
 				default:
 					c.ok++
@@ -429,6 +432,7 @@ func TestServeFaults(t *testing.T) {
 	t.Run("hostile/redis", func(t *testing.T) { testHostileRequests(t, "redis", redis(t)) })
 	t.Run("idle clients at an fd limit", testIdleClients)
 	t.Run("SIGTERM with a health watcher", testShutdownWithWatcher)
+	t.Run("cluster primary killed", testClusterFailover)
 	reportServeFaults(t)
 }
 
@@ -979,4 +983,86 @@ func queuedAt(t *testing.T, addr string) int {
 		}
 	}
 	return n
+}
+
+// sfFailoverBound is how soon after a replica's promotion every call must be decided by
+// Redis again (issue 35: within 5 s).
+const sfFailoverBound = 5 * time.Second
+
+// testClusterFailover: a Redis Cluster of 3 masters with a replica each; under the load a
+// master is killed (SIGKILL) and its replica promoted. The policy's one rule has a burst
+// nobody reaches and on_error = "deny", so every OVER_LIMIT is a decision Redis did not
+// make. The promise: every client is decided by Redis again within sfFailoverBound of the
+// promotion, and no call fails.
+func testClusterFailover(t *testing.T) {
+	cl := redistest.StartReplicatedCluster(t, 3)
+	dir := t.TempDir()
+	path := filepath.Join(dir, sfPolicy)
+	policy := fmt.Sprintf(`policy "faults" {
+  match    = request.domain == %q
+  on_error = "deny"
+  rule "r" {
+    algorithm = "gcra"
+    key       = request.user
+    rate      = "1/h"
+    burst     = 100000
+  }
+}
+`, sfDomain)
+	if err := os.WriteFile(path, []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var master *redistest.Server
+	for i := range cl.Addrs() {
+		if role, err := cl.Node(i).Role(); err == nil && role == "master" {
+			master = cl.Node(i)
+			break
+		}
+	}
+	if master == nil {
+		t.Fatal("no master in the cluster")
+	}
+	replica := cl.ReplicaOf(t, master)
+	p := startServeProc(t, 0, "-redis", "redis://"+cl.Addrs()[0], "-redis-type", "cluster", "-timeout", "100ms", path)
+	l := startLoad(t, p, "failover")
+	defer l.halt()
+	time.Sleep(time.Second)
+	if tot := l.totals(); tot.over > 0 || tot.failed > 0 {
+		t.Fatalf("before the kill: %d calls over the limit, %d failed (%v): the cluster did not serve", tot.over, tot.failed, tot.firstErr)
+	}
+	l.phase.Store(1)
+	killed := time.Now()
+	master.Kill(t)
+	var promoted time.Time
+	for wait := time.Now().Add(30 * time.Second); promoted.IsZero(); time.Sleep(20 * time.Millisecond) {
+		if role, err := replica.Role(); err == nil && role == "master" {
+			promoted = time.Now()
+		} else if time.Now().After(wait) {
+			t.Fatalf("the replica %s was not promoted within 30s of the kill", replica.Addr())
+		}
+	}
+	// Then the load runs long enough to see the service recover, and for a while after.
+	time.Sleep(sfFailoverBound + time.Second)
+	l.phase.Store(2)
+	time.Sleep(time.Second)
+	l.halt()
+	tot := l.totals()
+	var last time.Time
+	for i := range l.clients {
+		if b := l.clients[i].lastBad; b.After(last) {
+			last = b
+		}
+	}
+	recovered := max(0, last.Sub(promoted))
+	if recovered > sfFailoverBound {
+		t.Errorf("a call was not decided by Redis %v after the replica's promotion (%v after the kill), more than %v",
+			recovered.Round(time.Millisecond), promoted.Sub(killed).Round(time.Millisecond), sfFailoverBound)
+	}
+	if tot.failed > 0 {
+		t.Errorf("%d calls failed (%v; first %v): on_error = \"deny\" decides a failover", tot.failed, tot.codes, tot.firstErr)
+	}
+	addRow(t, sfRow{fault: "Redis Cluster (3 masters, a replica each): a master killed (SIGKILL) under the load; on_error = \"deny\"", backend: "redis cluster",
+		calls: tot.calls, failed: tot.failed, noRule: tot.noRule, p99: l.p99(1),
+		note: fmt.Sprintf("replica promoted %v after the kill; decided by Redis again %v after the promotion; %d calls decided by on_error (deny); p99 before %v",
+			promoted.Sub(killed).Round(time.Millisecond), recovered.Round(time.Millisecond), tot.over, l.p99(0).Round(100*time.Microsecond))})
 }
