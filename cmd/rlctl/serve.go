@@ -29,7 +29,7 @@ import (
 
 var cmdServe = &command{
 	name:  "serve",
-	args:  "[-grpc ADDR] [-http ADDR] [-admin ADDR] [-tls-cert FILE -tls-key FILE [-tls-client-ca FILE]] [-auth-tokens FILE] [-max-conns N] [-redis URL [-redis-type TYPE]] [-redis-tls-ca FILE] [-redis-tls-cert FILE -redis-tls-key FILE] [-timeout D] [-max-memory SIZE] [-drain D] [-watch=false] [-no-headers] [-log-level LEVEL] FILE|DIR...",
+	args:  "[-grpc ADDR] [-http ADDR] [-admin ADDR] [-tls-cert FILE -tls-key FILE [-tls-client-ca FILE]] [-auth-tokens FILE] [-max-conns N] [-redis URL [-redis-type TYPE]] [-redis-tls-ca FILE] [-redis-tls-cert FILE -redis-tls-key FILE] [-timeout D] [-max-memory SIZE] [-drain D] [-watch=false] [-allow-removal] [-no-headers] [-log-level LEVEL] FILE|DIR...",
 	short: "run the policies as a rate limit service: Envoy's gRPC protocol, an HTTP API, metrics",
 	long: `Serve decides requests for other processes with the policies of the files:
 
@@ -107,6 +107,8 @@ Flags:
                     rlctl_evicted_keys_total
   -drain D          how long in-flight calls may take to finish at shutdown (default 10s)
   -watch            reload when the files change (default true)
+  -allow-removal    let a reload remove a policy or a rule (without it such a reload is
+                    refused and logged, and the running policies stay)
   -no-headers       leave the RateLimit fields out of Envoy responses
   -log-level LEVEL  debug, info (default), warn or error
 
@@ -163,6 +165,7 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&rc.tlsCA, "redis-tls-ca", "", "")
 	drain := fs.Duration("drain", 10*time.Second, "")
 	watch := fs.Bool("watch", true, "")
+	allowRemoval := fs.Bool("allow-removal", false, "")
 	noHeaders := fs.Bool("no-headers", false, "")
 	level := fs.String("log-level", "info", "")
 	if err := parse(e, fs, args); err != nil {
@@ -249,6 +252,7 @@ func runServe(e *env, args []string) error {
 		},
 		OmitHeaders:    *noHeaders,
 		LocalMaxMemory: int64(maxMemory),
+		AllowRemoval:   *allowRemoval,
 	})
 	if err != nil {
 		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)

@@ -41,8 +41,14 @@ type served struct {
 // stop, or the test's end, stops it.
 func startServe(t *testing.T, args ...string) *served {
 	t.Helper()
+	return startServeOn(t, filepath.Join(root, "serve", "testdata", "envoy", "edge.hcl"), args...)
+}
+
+// startServeOn is startServe with the policy file policy.
+func startServeOn(t *testing.T, policy string, args ...string) *served {
+	t.Helper()
 	args = append([]string{"serve", "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-watch=false"}, args...)
-	args = append(args, filepath.Join(root, "serve", "testdata", "envoy", "edge.hcl"))
+	args = append(args, policy)
 	s := &served{logs: &syncbuf.Buffer{}, exit: make(chan int, 1)}
 	ready := make(chan struct{})
 	serveAdminReady = func(a string) { s.admin = a }
@@ -62,7 +68,7 @@ func startServe(t *testing.T, args ...string) *served {
 			close(stop)
 			<-s.exit
 		}
-		serveReady, serveAdminReady, serveStop, serveGRPCOptions, serveDraining, serveSecretsReloaded = nil, nil, nil, nil, nil, nil
+		serveReady, serveAdminReady, serveStop, serveGRPCOptions, serveDraining, serveSecretsReloaded, serveReloaded = nil, nil, nil, nil, nil, nil, nil
 		serveLimits = listen.Defaults
 	})
 	return s

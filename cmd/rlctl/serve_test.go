@@ -214,3 +214,46 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatalf("serve exited %d:\n%s", code, logs.String())
 	}
 }
+
+// TestServeAllowRemoval: a reload that removes a rule is refused, the running policies
+// staying, unless serve runs with -allow-removal.
+func TestServeAllowRemoval(t *testing.T) {
+	edge, err := os.ReadFile(filepath.Join(root, "serve", "testdata", "envoy", "edge.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// edge.hcl less its last rule, "tenant".
+	cut := string(edge[:strings.Index(string(edge), `  rule "tenant"`)]) + "}\n"
+	for _, allow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("allow=%v", allow), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "edge.hcl")
+			if err := os.WriteFile(path, edge, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			reloads := make(chan bool, 16)
+			serveReloaded = func(ok bool) { reloads <- ok }
+			var args []string
+			if allow {
+				args = append(args, "-allow-removal")
+			}
+			s := startServeOn(t, path, args...)
+			if !<-reloads {
+				t.Fatal("the first load failed")
+			}
+			if err := os.WriteFile(path, []byte(cut), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+			if ok := <-reloads; ok != allow {
+				t.Errorf("the reload removing a rule: ok = %v, want %v\n%s", ok, allow, s.logs)
+			}
+			rules := metric(t, "http://"+s.admin, "rlctl_plan_rules")
+			if want := map[bool]float64{false: 3, true: 2}[allow]; rules != want {
+				t.Errorf("rlctl_plan_rules = %v, want %v", rules, want)
+			}
+			s.stop(t)
+		})
+	}
+}
