@@ -123,3 +123,41 @@ func TestLocalShareReleasesLeases(t *testing.T) {
 		}
 	}
 }
+
+// TestLocalShareOfAPerRequestLimit: a limit read per request (a lookup table, so the
+// compiled rule leaves it to the call) is shared as the constants are: 60 and 30 among 3
+// instances are 20 and 10 on each.
+func TestLocalShareOfAPerRequestLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	e := New(NewRedis(srv.Client(t)), compile(t, `
+locals {
+  tiers = { pro = 60, free = 30 }
+}
+policy "p" {
+  on_error    = "local"
+  local_share = 3
+  rule "r" {
+    algorithm = "sliding_log"
+    key       = request.user
+    limit     = lookup(local.tiers, request.plan, 30)
+    window    = "1h"
+  }
+}`), WithClock(newFrozen().now), WithBreaker(1, time.Hour), WithTimeout(time.Second))
+	srv.Kill(t)
+	ctx := context.Background()
+	for plan, want := range map[string]int{"pro": 20, "free": 10} {
+		allowed := 0
+		for range 70 {
+			d, err := e.Allow(ctx, Attrs{"user": plan + "-user", "plan": plan})
+			if err != nil || d.Source != FromLocal {
+				t.Fatalf("%s: %+v, %v", plan, d, err)
+			}
+			if d.Allowed {
+				allowed++
+			}
+		}
+		if allowed != want {
+			t.Errorf("%s: %d allowed on the fallback, want %d", plan, allowed, want)
+		}
+	}
+}
