@@ -64,11 +64,14 @@ type Backend interface {
 // timeouts end it. The deadline holds either way; set ContextTimeoutEnabled: true so that
 // abandoned calls give their connection back at once.
 //
-// A client that retries (MaxRetries > 0, go-redis's default for a *redis.Client) resends a
-// call whose reply was lost, for instance on a connection killed after the server ran it:
-// that call is charged twice. The engine needs no retries (on_error decides a failed call,
-// and the next call reconnects), so set MaxRetries: -1. The engine logs a warning when it
-// sees either setting.
+// A call whose reply was lost, for instance on a connection killed after the server ran
+// it, must not be resent: it would be charged twice. The backend marks every call it sends
+// as one the client must not resend (go-redis's NoRetry), so a client that retries
+// (MaxRetries > 0, go-redis's default for a *redis.Client) does not, nor does a cluster
+// client, whose redirect loop resends on network errors whatever MaxRetries says: on_error
+// decides the call, and the next call reconnects. Calls batched by Pipelined are the
+// autopipeline's to resend, so with Pipelined set MaxRetries: -1. The engine logs a
+// warning when it sees a client that ignores contexts or retries.
 type Redis struct {
 	c redis.Scripter
 	// proc sends every script call as one prepared command; nil for a client without

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -395,5 +397,93 @@ func TestMovedSlotIsResent(t *testing.T) {
 	}
 	if node, _ := rdb.MasterForKey(ctx, key); node.Options().Addr != to.Addr() {
 		t.Errorf("after the resent call the engine's client maps the slot to %s, want %s", node.Options().Addr, to.Addr())
+	}
+}
+
+// lossyConn is a connection that loses one reply: once armed, the first FCALL written
+// through it reaches the server, which runs it, and the connection then reads the reply,
+// drops it and ends (io.EOF), as a connection killed after the server ran the call would.
+type lossyConn struct {
+	net.Conn
+	armed *atomic.Bool
+	lost  bool
+}
+
+func (c *lossyConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err == nil && bytes.Contains(p, []byte("fcall")) && c.armed.CompareAndSwap(true, false) {
+		c.Conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 4096)
+		_, _ = c.Conn.Read(buf) // the reply: the server ran the call
+		c.lost = true
+		c.Conn.Close()
+	}
+	return n, err
+}
+
+func (c *lossyConn) Read(p []byte) (int, error) {
+	if c.lost {
+		return 0, io.EOF
+	}
+	return c.Conn.Read(p)
+}
+
+// TestLostReplyIsNotResent: a call whose reply is lost after the server ran it is charged
+// once, by a cluster client (whose MaxRedirects loop resends a call on io.EOF, whatever
+// MaxRetries says) and by a standalone client left with go-redis's retries: the engine's
+// commands are marked NoRetry, and on_error decides the call. (Both clients resent the
+// call, and the key was charged twice for one request.)
+func TestLostReplyIsNotResent(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client func(t *testing.T, dial func(context.Context, string, string) (net.Conn, error)) redis.Scripter
+	}{
+		{"cluster", func(t *testing.T, dial func(context.Context, string, string) (net.Conn, error)) redis.Scripter {
+			cl := redistest.StartCluster(t, 3)
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Dialer: dial, ContextTimeoutEnabled: true, MaxRetries: -1})
+			t.Cleanup(func() { c.Close() })
+			return c
+		}},
+		{"standalone with retries", func(t *testing.T, dial func(context.Context, string, string) (net.Conn, error)) redis.Scripter {
+			srv := redistest.Start(t)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: dial, ContextTimeoutEnabled: true, MaxRetries: 3})
+			t.Cleanup(func() { c.Close() })
+			return c
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var armed atomic.Bool
+			dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return &lossyConn{Conn: c, armed: &armed}, nil
+			}
+			e := New(NewRedis(tc.client(t, dial)), compile(t, modePolicy("deny", gcraRule)), WithTimeout(5*time.Second))
+			ctx := context.Background()
+			req := Attrs{"user": "lost"}
+			if d, err := e.Peek(ctx, req); err != nil || d.Source != FromBackend || d.Rules[0].Remaining != 100 {
+				t.Fatalf("peek before: %+v %v", d, err)
+			}
+			armed.Store(true)
+			d, err := e.Allow(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if armed.Load() {
+				t.Fatal("the call did not go through the lossy connection")
+			}
+			if d.Source != FromFailDeny {
+				t.Errorf("the call whose reply was lost: source %v (err %v), want on_error (deny)", d.Source, d.Err)
+			}
+			after, err := e.Peek(ctx, req)
+			if err != nil || after.Source != FromBackend {
+				t.Fatalf("peek after: %+v %v", after, err)
+			}
+			if charged := 100 - after.Rules[0].Remaining; charged != 1 {
+				t.Fatalf("one request whose reply was lost charged %d times, want 1 (the server ran it once)", charged)
+			}
+		})
 	}
 }
