@@ -617,3 +617,44 @@ func TestOpenAPILimits(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxRulesOnBothInterfaces: a request whose descriptors (or batch) apply more than
+// engine.MaxRules rules is refused, InvalidArgument and 400 naming the limit, and charges
+// nothing; one that applies MaxRules or fewer is decided.
+func TestMaxRulesOnBothInterfaces(t *testing.T) {
+	var five strings.Builder
+	five.WriteString("policy \"five\" {\n  clock = \"client\"\n")
+	for i := range 5 {
+		fmt.Fprintf(&five, "  rule \"r%d\" {\n    algorithm = \"fixed_window\"\n    when = request.k != \"\"\n    key = request.k\n    limit = 1\n    window = \"1h\"\n  }\n", i)
+	}
+	five.WriteString("}\n")
+	ls := startLimits(t, embedded(), five.String())
+	fits, over := engine.MaxRules/5, engine.MaxRules/5+1
+	if resp, err := ls.rls.ShouldRateLimit(context.Background(), descriptors("g1", fits)); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("%d descriptors of 5 rules: %v, %v", fits, resp.GetOverallCode(), err)
+	}
+	_, err := ls.rls.ShouldRateLimit(context.Background(), descriptors("g2", over))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "MaxRules") {
+		t.Fatalf("%d descriptors of 5 rules: %v; want InvalidArgument naming MaxRules", over, err)
+	}
+	if resp, err := ls.rls.ShouldRateLimit(context.Background(), descriptors("g2", 1)); err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("the refused request's first descriptor: %v, %v; want OK (never charged)", resp.GetOverallCode(), err)
+	}
+	batch := func(prefix string, n int) []byte {
+		var rs []map[string]any
+		for i := range n {
+			rs = append(rs, map[string]any{"attributes": map[string]string{"k": fmt.Sprint(prefix, i)}})
+		}
+		b, _ := json.Marshal(map[string]any{"requests": rs})
+		return b
+	}
+	if code, out, _ := ls.post(t, "/v1/decide", "application/json", batch("h1-", fits)); code != 200 || out["allowed"] != true {
+		t.Fatalf("a batch of %d requests of 5 rules: %d %v", fits, code, out)
+	}
+	if code, out, _ := ls.post(t, "/v1/decide", "application/json", batch("h2-", over)); code != 400 || !strings.Contains(fmt.Sprint(out["detail"]), "MaxRules") {
+		t.Fatalf("a batch of %d requests of 5 rules: %d %v; want 400 naming MaxRules", over, code, out)
+	}
+	if code, out, _ := ls.post(t, "/v1/decide", "application/json", attrsBody(map[string]string{"k": "h2-0"})); code != 200 || out["allowed"] != true {
+		t.Fatalf("the refused batch's first request: %d %v; want allowed (never charged)", code, out)
+	}
+}
