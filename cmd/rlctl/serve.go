@@ -353,11 +353,11 @@ func runServe(e *env, args []string) error {
 		break
 	}
 	log.Info("rlctl serve: draining", "for", drain.String())
+	draining.Store(true)
+	hs.Drain() // NOT_SERVING, and Watch streams end: they would hold GracefulStop
 	if serveDraining != nil {
 		serveDraining()
 	}
-	draining.Store(true)
-	hs.Drain() // NOT_SERVING, and Watch streams end: they would hold GracefulStop
 	cancel()
 	dctx, dcancel := context.WithTimeout(context.Background(), *drain)
 	defer dcancel()

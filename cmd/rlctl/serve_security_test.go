@@ -158,7 +158,8 @@ func TestServeAdminListener(t *testing.T) {
 
 // TestServeHealthWatchDoesNotHoldDrain: a grpc.health.v1 Watch stream open at SIGTERM
 // is told NOT_SERVING and ends, so the service exits once the call in flight has
-// finished, long before its -drain of an hour; that call is answered.
+// finished, long before its -drain of an hour; that call is answered. The admin
+// /healthz says 503 meanwhile.
 func TestServeHealthWatchDoesNotHoldDrain(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	serveGRPCOptions = []grpc.ServerOption{grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -191,6 +192,9 @@ func TestServeHealthWatchDoesNotHoldDrain(t *testing.T) {
 	<-started
 	close(serveStop)
 	<-draining
+	if code := get(t, "http://"+s.admin+"/healthz"); code != http.StatusServiceUnavailable {
+		t.Errorf("the admin /healthz while draining: %d, want 503", code)
+	}
 	watchEnded := make(chan error, 1)
 	go func() {
 		for {
