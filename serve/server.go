@@ -214,7 +214,8 @@ func (s *Server) Reload() ([]Change, error) {
 func (s *Server) load() (*state, []Change, error) {
 	cfg, diags := s.read()
 	if cfg == nil {
-		return nil, nil, ErrUnstable
+		return nil, nil, fmt.Errorf("%w: %s read differently in each of %d reads %v apart; they are read again on their next change or SIGHUP",
+			ErrUnstable, strings.Join(s.paths, ", "), maxReads, readPause)
 	}
 	if diags.HasErrors() {
 		return nil, nil, fmt.Errorf("%w:\n%s", ErrPolicies, render(cfg.Files, diags))
