@@ -16,9 +16,10 @@ const (
 	// limit applies to what was already counted).
 	Kept ChangeKind = iota
 	// Reset: the algorithm (for a plugin, its source), the key or the shard expression
-	// changed, so requests map to new keys whose counters start empty; the old keys expire
-	// on their own. The algorithm is part of every key (engine.AlgorithmTag), so a rule
-	// never reads state another algorithm wrote, however many reloads apart.
+	// changed, so requests map to other keys, which start empty unless the rule ran that
+	// way before and they have not expired yet; the old keys expire on their own. The
+	// algorithm is part of every key (engine.AlgorithmTag), so a rule never reads state
+	// another algorithm wrote, however many reloads or restarts apart.
 	Reset
 	// Added: a rule that was not there; its counters start empty.
 	Added
