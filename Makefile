@@ -1,5 +1,6 @@
-# make test: install redis and chromium if needed, vet, race tests against real redis-server,
-# the browser test of the playground, short fuzz runs.
+# make test: install redis, chromium and node if needed, vet, race tests against real
+# redis-server, the proofs (the browser test of the playground, the service fault suite),
+# bench/'s tests, short fuzz runs.
 
 GO ?= go
 SHELL := /bin/bash
