@@ -2,6 +2,7 @@ package listen
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -144,6 +145,29 @@ func TestTokensGRPC(t *testing.T) {
 		_, err := unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: c.method}, func(context.Context, any) (any, error) { return nil, nil })
 		if status.Code(err) != c.code {
 			t.Errorf("%s with %q: %v, want %v", c.method, c.auth, err, c.code)
+		}
+	}
+}
+
+// BenchmarkTokensValid: the check every call pays with -auth-tokens, at 16 tokens.
+func BenchmarkTokensValid(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "tokens")
+	var lines []string
+	for i := range 16 {
+		lines = append(lines, fmt.Sprintf("token-%02d-%s", i, strings.Repeat("x", 32)))
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	tok, err := LoadTokens(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	header := "Bearer " + lines[15]
+	b.ReportAllocs()
+	for b.Loop() {
+		if !tok.Valid(header) {
+			b.Fatal("refused")
 		}
 	}
 }
