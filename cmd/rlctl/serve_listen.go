@@ -32,13 +32,14 @@ const fdReserve = 256 + adminMaxConns
 // defaultMaxConns is -max-conns's default: the gRPC and HTTP listeners together stay
 // within the open-file limit (RLIMIT_NOFILE, which Go raises to its hard limit at start)
 // less fdReserve, so a flood of connections cannot take the files Redis and new clients
-// need: (limit − 272) / 2, 376 at the usual 1024, and at least 64.
+// need: (limit − 272) / 2, 376 at the usual 1024, at least 64 and at most about a
+// million (64 when the limit cannot be read).
 func defaultMaxConns() int {
 	var rl syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<24 {
-		return 1 << 12
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 64
 	}
-	return max(64, (int(rl.Cur)-fdReserve)/2)
+	return max(64, (int(min(rl.Cur, 1<<21))-fdReserve)/2)
 }
 
 // security is what guards the gRPC and HTTP API listeners: TLS (with client
