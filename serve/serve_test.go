@@ -72,7 +72,7 @@ func start(t *testing.T, backend string, files map[string]string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(GRPCServerOptions()...)
 	srv.RegisterGRPC(g)
 	go g.Serve(l)
 	t.Cleanup(g.Stop)
