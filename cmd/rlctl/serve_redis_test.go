@@ -2,21 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/internal/testcert"
 )
 
 // TestRedisURLRedacted: a -redis URL that does not parse, or that go-redis refuses, is
@@ -107,51 +99,7 @@ type pki struct {
 func newPKI(t *testing.T) pki {
 	t.Helper()
 	dir := t.TempDir()
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey := key()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	leaf := func(serial int64, usage x509.ExtKeyUsage, name string) (string, string) {
-		k := key()
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "localhost"},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-			ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature,
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return write(name+".crt", "CERTIFICATE", der), write(name+".key", "EC PRIVATE KEY", kder)
-	}
-	p := pki{ca: write("ca.crt", "CERTIFICATE", caDER)}
-	p.serverCert, p.serverKey = leaf(2, x509.ExtKeyUsageServerAuth, "server")
-	p.clientCert, p.clientKey = leaf(3, x509.ExtKeyUsageClientAuth, "client")
-	return p
+	ca := testcert.New(t, "test CA")
+	server, client := ca.Server(t, dir, "server"), ca.Client(t, dir, "client")
+	return pki{ca: ca.WriteFile(t, dir, "ca.crt"), serverCert: server.CertFile, serverKey: server.KeyFile, clientCert: client.CertFile, clientKey: client.KeyFile}
 }
