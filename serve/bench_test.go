@@ -138,7 +138,7 @@ func startBench(b *testing.B, backend string, opts ...grpc.ServerOption) *benchS
 	if err != nil {
 		b.Fatal(err)
 	}
-	g := grpc.NewServer(opts...)
+	g := grpc.NewServer(append(GRPCServerOptions(), opts...)...)
 	bs.srv.RegisterGRPC(g)
 	go g.Serve(l)
 	b.Cleanup(g.Stop)
