@@ -266,9 +266,8 @@ type sfClient struct {
 	noRule          int                // OK without the rule's limit: decided by no rule
 	codes           map[codes.Code]int // calls that failed, by code
 	firstErr        error
-	lat             [4][]time.Duration // by phase
+	lat             [3][]time.Duration // by phase: 0 before the fault, 1 during, 2 after
 	lastBad         time.Time          // when the last call that failed or was over the limit returned
-	allowedAt       []int              // allowed count at each mark
 }
 
 // startLoad starts the clients on p; run prefixes their keys.
