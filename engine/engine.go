@@ -158,10 +158,12 @@ func New(backend Backend, plan *Plan, opts ...Option) *Engine {
 			"the engine returns at its deadline anyway, but each abandoned call keeps a connection " +
 			"until the client's ReadTimeout: set ContextTimeoutEnabled: true in the client's options")
 	}
-	if r, ok := backend.(*Redis); ok && r.retries {
-		e.log.Warn("rlctl: the Redis client retries failed commands; a call whose reply was lost " +
-			"(its connection killed after the server ran it) is charged twice: set MaxRetries: -1 " +
-			"in the client's options (on_error decides failed calls)")
+	if r, ok := backend.(*Redis); ok && r.retries && (r.ap != nil || r.proc == nil) {
+		// Calls sent one by one are marked not to be resent (see Redis); batched calls, and
+		// those of a client that cannot send a prepared command, are the client's to resend.
+		e.log.Warn("rlctl: the Redis client retries failed commands, and batched calls are its to resend; " +
+			"a call whose reply was lost (its connection killed after the server ran it) is charged twice: " +
+			"set MaxRetries: -1 in the client's options (on_error decides failed calls)")
 	}
 	return e
 }
@@ -532,7 +534,7 @@ func newDecision(n int) *Decision {
 // that Redis while it runs), so this bounds one call's script time: 256 rules of four
 // built-in algorithms, all charged, cost redis-server about 3ms of CPU (serve's
 // BenchmarkLargestCall measures it).
-const MaxRules = 256
+const MaxRules = 128
 
 func tooManyRules(n int) error {
 	return fmt.Errorf("%w: %d rules apply, more than the %d one decision may check (engine.MaxRules)", ErrRequest, n, MaxRules)
