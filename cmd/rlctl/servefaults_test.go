@@ -551,6 +551,38 @@ func testReloadFaults(t *testing.T, backend string, flags []string) {
 		p99Before: l.p99(0), p99During: l.p99(1),
 		note: fmt.Sprintf("%v reloads ok, %v refused; the most allowed on a key: %d before the algorithm change (limit %d), %d after it",
 			ok, failed, faulty.maxAllowed, sfLimit, tot.maxAllowed)})
+	if backend == "redis" {
+		restartWithAnotherAlgorithm(t, p, flags, path)
+	}
+}
+
+// restartWithAnotherAlgorithm: the service stopped and started again on the same Redis
+// with r back to gcra, as a deploy of a new file would: the keys r's fixed_window wrote
+// are there. The promise: no call fails or is decided by on_error (WRONGTYPE, a state
+// misread as another algorithm's).
+func restartWithAnotherAlgorithm(t *testing.T, p *serveProc, flags []string, path string) {
+	p.signal(t, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(sfExit):
+		t.Fatalf("rlctl serve had not exited %v after SIGTERM", sfExit)
+	}
+	if err := os.WriteFile(path, []byte(sfPolicyText("gcra")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	q := startServeProc(t, 0, append(flags, path)...)
+	l := startLoad(t, q, "reload") // the keys of the run before
+	time.Sleep(500 * time.Millisecond)
+	l.halt()
+	tot := l.totals()
+	degraded := metricSum(q.metrics(t), "rlctl_degraded_total")
+	if tot.failed > 0 || tot.noRule > 0 || degraded > 0 {
+		t.Errorf("restarted with r as gcra on fixed_window's keys: %d calls failed (%v; first %v), %d decided by no rule, %v by on_error",
+			tot.failed, tot.codes, tot.firstErr, tot.noRule, degraded)
+	}
+	addRow(t, sfRow{fault: "restart on the same Redis with r back to gcra (fixed_window's keys there)", backend: "redis",
+		calls: tot.calls, failed: tot.failed, noRule: tot.noRule, degraded: int(degraded), p99Before: l.p99(0), p99During: l.p99(0),
+		note: fmt.Sprintf("the most allowed on a key %d: r's gcra state from before the change, spent, is read again, and fixed_window's is not misread", tot.maxAllowed)})
 }
 
 // rawCodec sends a request's bytes as they are, so that a test can send what grpc-go's
