@@ -531,9 +531,9 @@ func newDecision(n int) *Decision {
 // request, or the requests of one AllowAll together, that more rules apply to is refused
 // with ErrRequest before anything is sent. A call's cost on the backend is per rule (each
 // is a key read and written inside one atomic script that stalls every other client of
-// that Redis while it runs), so this bounds one call's script time: 256 rules of four
-// built-in algorithms, all charged, cost redis-server about 3ms of CPU (serve's
-// BenchmarkLargestCall measures it).
+// that Redis while it runs), so this bounds one call's script time: 128 rules of four
+// built-in algorithms, all charged, cost redis-server about 2ms (serve's
+// BenchmarkLargestCall measures it; 256 cost 3.5-5ms).
 const MaxRules = 128
 
 func tooManyRules(n int) error {

@@ -16,13 +16,13 @@ import (
 // reaches the engine, with the error given; the numbers are the service's contract
 // (docs/serve.md, "Limits"). Past them, engine.MaxRules bounds the rules one call
 // checks, whatever the policies: the descriptors (or requests) of one call together may
-// apply at most 256 rules, so 64 descriptors that each match four rules are the largest
-// call. Refusals name the limit: InvalidArgument over gRPC, 400 over HTTP, except the
+// apply at most 128 rules, so 64 descriptors that each match two rules (or 32 of four)
+// are the largest call. Refusals name the limit: InvalidArgument over gRPC, 400 over HTTP, except the
 // message and body sizes (ResourceExhausted, 413).
 //
 // The numbers are far above what a gateway sends (Envoy sends one descriptor per
 // rate_limits action, each of a few entries) and small enough that the largest call
-// costs the backend under 5ms of script time (about 3ms of redis-server CPU:
+// costs the backend under 5ms of script time (about 2ms on redis-server:
 // BenchmarkLargestCall).
 const (
 	// MaxDescriptors bounds the descriptors of one ShouldRateLimit.
@@ -41,7 +41,7 @@ const (
 	// MaxBodyBytes bounds the body of an HTTP API request (413 past it).
 	MaxBodyBytes = 256 << 10
 	// MaxBatch bounds the requests of one HTTP decision ("requests").
-	MaxBatch = 256
+	MaxBatch = 128
 	// MaxAttributes bounds the attributes of one HTTP request.
 	MaxAttributes = 64
 )
