@@ -31,6 +31,7 @@ import (
 
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/internal/syncbuf"
+	"github.com/rlctl/rlctl/serve"
 )
 
 // The service fault suite runs `rlctl serve` as a process of its own (the test binary
@@ -630,7 +631,7 @@ func hostileGRPC() []struct {
 		}
 		return ds
 	}
-	wide := make([][2]string, 33)
+	wide := make([][2]string, serve.MaxEntries+1)
 	for i := range wide {
 		wide[i] = [2]string{fmt.Sprint("k", i), "v"}
 	}
@@ -639,11 +640,11 @@ func hostileGRPC() []struct {
 		req  []byte
 		want codes.Code
 	}{
-		{"65 descriptors", protoRequest(sfDomain, many(65)), codes.InvalidArgument},
+		{"MaxDescriptors+1 descriptors", protoRequest(sfDomain, many(serve.MaxDescriptors+1)), codes.InvalidArgument},
 		{"100,000 descriptors (2.4 MB)", protoRequest(sfDomain, many(100_000)), codes.ResourceExhausted},
-		{"33 entries", protoRequest(sfDomain, [][][2]string{wide}), codes.InvalidArgument},
-		{"a 5 KiB value", protoRequest(sfDomain, [][][2]string{user(strings.Repeat("x", 5<<10))}), codes.InvalidArgument},
-		{"a 300-byte domain", protoRequest(strings.Repeat("d", 300), [][][2]string{user("u")}), codes.InvalidArgument},
+		{"MaxEntries+1 entries", protoRequest(sfDomain, [][][2]string{wide}), codes.InvalidArgument},
+		{"a value of MaxValueBytes+1", protoRequest(sfDomain, [][][2]string{user(strings.Repeat("x", serve.MaxValueBytes+1))}), codes.InvalidArgument},
+		{"a domain of MaxNameBytes+1", protoRequest(strings.Repeat("d", serve.MaxNameBytes+1), [][][2]string{user("u")}), codes.InvalidArgument},
 		{"an invalid UTF-8 value", protoRequest(sfDomain, [][][2]string{user("\xff\xfe")}), codes.InvalidArgument},
 	}
 }
@@ -661,19 +662,19 @@ func hostileHTTP() []struct {
 		}
 		return b.String() + "}}"
 	}
-	batch := `{"requests": [` + strings.Repeat(`{"attributes": {"domain": "`+sfDomain+`", "user": "h"}},`, 256) + `{"attributes": {"user": "h"}}]}`
+	batch := `{"requests": [` + strings.Repeat(`{"attributes": {"domain": "`+sfDomain+`", "user": "h"}},`, serve.MaxBatch) + `{"attributes": {"user": "h"}}]}`
 	return []struct {
 		name, contentType, body string
 		want                    int
 	}{
-		{"a 300 KiB body", "application/json", `{"attributes": {"user": "` + strings.Repeat("x", 300<<10) + `"}}`, http.StatusRequestEntityTooLarge},
+		{"a body past MaxBodyBytes", "application/json", `{"attributes": {"user": "` + strings.Repeat("x", serve.MaxBodyBytes) + `"}}`, http.StatusRequestEntityTooLarge},
 		{"text/plain", "text/plain", `{"attributes": {"domain": "` + sfDomain + `", "user": "h"}}`, http.StatusUnsupportedMediaType},
 		{"no content type", "", `{"attributes": {"domain": "` + sfDomain + `", "user": "h"}}`, http.StatusUnsupportedMediaType},
 		{"invalid UTF-8", "application/json", `{"attributes": {"domain": "` + sfDomain + `", "user": "` + "\xff" + `"}}`, http.StatusBadRequest},
 		{"a lone surrogate escape", "application/json", `{"attributes": {"domain": "` + sfDomain + `", "user": "\udc00"}}`, http.StatusBadRequest},
-		{"65 attributes", "application/json", attrs(64), http.StatusBadRequest},
-		{"a 5 KiB value", "application/json", `{"attributes": {"domain": "` + sfDomain + `", "user": "` + strings.Repeat("x", 5<<10) + `"}}`, http.StatusBadRequest},
-		{"257 requests", "application/json", batch, http.StatusBadRequest},
+		{"MaxAttributes+1 attributes", "application/json", attrs(serve.MaxAttributes), http.StatusBadRequest},
+		{"a value of MaxValueBytes+1", "application/json", `{"attributes": {"domain": "` + sfDomain + `", "user": "` + strings.Repeat("x", serve.MaxValueBytes+1) + `"}}`, http.StatusBadRequest},
+		{"MaxBatch+1 requests", "application/json", batch, http.StatusBadRequest},
 	}
 }
 
