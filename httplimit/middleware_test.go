@@ -907,7 +907,7 @@ policy "p" {
 	read := func(headers ...string) engine.Attrs {
 		g.do("PUT", "/a%2Fb/c?q=1", headers...)
 		k := g.decision().Rules[0].Key
-		parts := strings.Split(k[strings.Index(k, ":r:")+3:], "|")
+		parts := strings.Split(k[strings.Index(k, ":r:gcra:")+len(":r:gcra:"):], "|")
 		seen := engine.Attrs{}
 		for i, n := range names {
 			seen[n] = parts[i]
