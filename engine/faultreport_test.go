@@ -31,8 +31,9 @@ type faultRow struct {
 	// holds after every caller released its own.
 	Lost, Phantom, LeasesHeld int64
 	// LateCharged counts, for a fault that stalls the server, the charges on Redis beyond
-	// what callers saw Redis allow and beyond the calls whose connection failed: charges by
-	// calls unanswered at their deadline that the server ran when it resumed.
+	// what callers saw Redis allow, beyond the calls whose connection failed and beyond the
+	// calls in flight when the stall began: charges by calls sent into the stall, unanswered
+	// at their deadline, that the server ran when it resumed.
 	LateCharged int64
 	stalls      bool // the fault stalls the server: LateCharged is measured
 	// DegradedBy counts the backend failures behind degraded decisions, by kind.

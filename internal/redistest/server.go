@@ -93,7 +93,7 @@ func (s *Server) Kill(tb testing.TB) {
 // its port and its connections, the kernel still accepts new ones and buffers what clients
 // send, and nothing is answered until Resume. Resume is registered at tb.Cleanup, so a
 // test that fails while the server is paused leaves no stopped process behind. Pausing a
-// paused or stopped server does nothing.
+// paused or stopped server does nothing. It returns once the server has stopped (on Linux).
 func (s *Server) Pause(tb testing.TB) {
 	tb.Helper()
 	s.mu.Lock()
@@ -104,6 +104,7 @@ func (s *Server) Pause(tb testing.TB) {
 	if err := s.proc.signal(sigStop); err != nil {
 		tb.Fatalf("redistest: pause %s: %v", s.Addr(), err)
 	}
+	waitStopped(s.proc.cmd.Process.Pid)
 	s.paused = true
 	tb.Cleanup(s.Resume)
 }
