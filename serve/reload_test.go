@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,12 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/internal/syncbuf"
 	"github.com/rlctl/rlctl/luahost"
 )
 
@@ -25,26 +24,8 @@ type reloadFixture struct {
 	path    string
 	backend engine.Backend
 	clock   *luahost.ManualClock
-	logs    *syncBuffer
+	logs    *syncbuf.Buffer
 	results []bool
-}
-
-// syncBuffer is a bytes.Buffer for a logger.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // newBackend is the named backend ("redis": the shared redis-server; "embedded"), on clock.
@@ -60,7 +41,7 @@ func newBackend(t *testing.T, name string, clock *luahost.ManualClock) engine.Ba
 // Backend, Logger, Reloaded, Engine and Clock are filled in.
 func startReload(t *testing.T, backend, src string, c Config) (*reloadFixture, error) {
 	t.Helper()
-	f := &reloadFixture{path: filepath.Join(t.TempDir(), "p.hcl"), clock: luahost.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)), logs: &syncBuffer{}}
+	f := &reloadFixture{path: filepath.Join(t.TempDir(), "p.hcl"), clock: luahost.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)), logs: &syncbuf.Buffer{}}
 	f.backend = newBackend(t, backend, f.clock)
 	f.write(t, src)
 	srv, err := New(f.config(c))

@@ -215,7 +215,7 @@ func (s security) watchSecrets(ctx context.Context, log *slog.Logger) {
 	if len(files) == 0 {
 		return
 	}
-	err := listen.Watch(ctx, files, func() { s.reload(log) }, func(err error) {
+	_, err := listen.Watch(ctx, files, func() { s.reload(log) }, func(err error) {
 		log.Warn("rlctl serve: watching the TLS and token files", "error", err.Error())
 	})
 	if err != nil {

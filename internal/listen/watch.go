@@ -2,6 +2,7 @@ package listen
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -9,32 +10,40 @@ import (
 )
 
 // settle is how long the watched files must stay unchanged before Watch calls reload,
-// so that a rotation writing a certificate and then its key is one reload, of both.
+// so that an editor's save (write, rename, chmod), a deployment copying several files or
+// a rotation writing a certificate and then its key is one reload.
 const settle = 250 * time.Millisecond
 
-// Watch calls reload whenever a file in the directory of one of paths changes, once
-// the directory has been quiet for a moment, until ctx ends. A file is watched through
-// its directory, so one replaced by a rename (editors, Kubernetes Secret updates) is
-// still seen. Watch returns once every directory is watched, or with the error that
-// keeps one from being watched; watcher errors go to failed, when not nil.
-func Watch(ctx context.Context, paths []string, reload func(), failed func(error)) error {
+// Watch calls reload whenever a file changes in one of paths' directories (a path that is
+// a directory is watched itself, a file through the directory holding it), once the
+// directories have been quiet for a moment, until ctx ends. A file is watched through its
+// directory, so one replaced by a rename (editors, Kubernetes ConfigMap and Secret
+// updates, which swap a "..data" link) is still seen. Watch returns once every directory
+// is watched, or with the error that keeps one from being watched; watcher errors go to
+// failed, when not nil; done is closed when watching has stopped, after ctx ends.
+func Watch(ctx context.Context, paths []string, reload func(), failed func(error)) (done <-chan struct{}, err error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dirs := map[string]bool{}
 	for _, p := range paths {
-		dir := filepath.Dir(p)
+		dir := p
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			dir = filepath.Dir(p)
+		}
 		if dirs[dir] {
 			continue
 		}
 		if err := w.Add(dir); err != nil {
 			w.Close()
-			return err
+			return nil, err
 		}
 		dirs[dir] = true
 	}
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		defer w.Close()
 		timer := time.NewTimer(time.Hour)
 		timer.Stop()
@@ -53,5 +62,5 @@ func Watch(ctx context.Context, paths []string, reload func(), failed func(error
 			}
 		}
 	}()
-	return nil
+	return stopped, nil
 }

@@ -15,7 +15,8 @@ func TestWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reloads := make(chan struct{}, 16)
-	if err := Watch(ctx, []string{path}, func() { reloads <- struct{}{} }, func(err error) { t.Error(err) }); err != nil {
+	done, err := Watch(ctx, []string{path}, func() { reloads <- struct{}{} }, func(err error) { t.Error(err) })
+	if err != nil {
 		t.Fatal(err)
 	}
 	tmp := filepath.Join(dir, ".tokens.new")
@@ -24,7 +25,9 @@ func TestWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-reloads // the test's -timeout bounds it
-	if err := Watch(ctx, []string{filepath.Join(dir, "no", "such")}, func() {}, nil); err == nil {
+	if _, err := Watch(ctx, []string{filepath.Join(dir, "no", "such")}, func() {}, nil); err == nil {
 		t.Error("Watch of a missing directory: no error")
 	}
+	cancel()
+	<-done // closed once watching has stopped
 }
