@@ -416,34 +416,51 @@ func TestSimulateFaultsDeterministic(t *testing.T) {
 // The README's fault example is the outage policy's, and its report excerpt is what
 // simulating that policy prints.
 func TestReadmeFaultExample(t *testing.T) {
+	checkReadmeExample(t, "policies/outage.hcl", "search_stall", "fault {")
+}
+
+// checkReadmeExample checks a README example of the policy file: the hcl block holding
+// marker is lines of the file ("..." for those left out), and the report excerpt after
+// "$ rlctl simulate -scenario NAME FILE" is lines of what simulating that scenario prints.
+func checkReadmeExample(t *testing.T, file, scenario, marker string) {
+	t.Helper()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := os.ReadFile("../policies/outage.hcl")
+	policy, err := os.ReadFile("../" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const command = "$ rlctl simulate -scenario search_stall policies/outage.hcl\n"
+	command := "$ rlctl simulate -scenario " + scenario + " " + file + "\n"
 	var example, excerpt string
 	for _, b := range strings.Split(string(readme), "```")[1:] {
 		switch {
-		case strings.HasPrefix(b, "hcl\n") && strings.Contains(b, "fault {"):
+		case strings.HasPrefix(b, "hcl\n") && strings.Contains(b, marker):
 			example = b
 		case strings.HasPrefix(b, "\n"+command):
 			excerpt = b
 		}
 	}
 	if example == "" || excerpt == "" {
-		t.Fatalf("README lacks the fault example or its report excerpt")
+		t.Fatalf("README lacks the example of %s (an hcl block with %q) or its report excerpt", file, marker)
 	}
 	for _, line := range strings.Split(strings.TrimPrefix(example, "hcl\n"), "\n") {
 		if strings.TrimSpace(line) != "..." && !bytes.Contains(policy, []byte(line+"\n")) {
-			t.Errorf("README line %q is not in policies/outage.hcl", line)
+			t.Errorf("README line %q is not in %s", line, file)
 		}
 	}
-	cfg := load(t, "../policies/outage.hcl")
-	r, err := Simulate(cfg, cfg.Scenarios[0])
+	cfg := load(t, "../"+file)
+	var sc *dsl.Scenario
+	for _, c := range cfg.Scenarios {
+		if c.Name == scenario {
+			sc = c
+		}
+	}
+	if sc == nil {
+		t.Fatalf("%s has no scenario %q", file, scenario)
+	}
+	r, err := Simulate(cfg, sc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,7 @@
 package verify
 
 import (
-	"bytes"
 	"os"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -61,45 +59,5 @@ func TestSimulateLocalShareFleet(t *testing.T) {
 // The README's local_share example is policies/fleet.hcl's, and its report excerpt is
 // what simulating that policy prints.
 func TestReadmeLocalShareExample(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy, err := os.ReadFile("../policies/fleet.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const command = "$ rlctl simulate -scenario lookup_outage policies/fleet.hcl\n"
-	var example, excerpt string
-	for _, b := range strings.Split(string(readme), "```")[1:] {
-		switch {
-		case strings.HasPrefix(b, "hcl\n") && strings.Contains(b, "local_share = 3"):
-			example = b
-		case strings.HasPrefix(b, "\n"+command):
-			excerpt = b
-		}
-	}
-	if example == "" || excerpt == "" {
-		t.Fatalf("README lacks the local_share example or its report excerpt")
-	}
-	for _, line := range strings.Split(strings.TrimPrefix(example, "hcl\n"), "\n") {
-		if strings.TrimSpace(line) != "..." && !bytes.Contains(policy, []byte(line+"\n")) {
-			t.Errorf("README line %q is not in policies/fleet.hcl", line)
-		}
-	}
-	cfg := load(t, "../policies/fleet.hcl")
-	r, err := Simulate(cfg, cfg.Scenarios[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text bytes.Buffer
-	if err := r.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(text.String(), "\n")
-	for _, line := range strings.Split(strings.TrimPrefix(excerpt, "\n"+command), "\n") {
-		if line != "..." && line != "" && !slices.Contains(lines, line) {
-			t.Errorf("README line %q is not in the report:\n%s", line, text.String())
-		}
-	}
+	checkReadmeExample(t, "policies/fleet.hcl", "lookup_outage", "local_share = 3")
 }
