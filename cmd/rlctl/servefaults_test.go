@@ -42,16 +42,14 @@ import (
 // appended to FILE (RELIABILITY.md's service table).
 
 const (
-	sfClients  = 32                    // concurrent gRPC clients of the load
-	sfMaxCalls = 5_000                 // per client: the load loop ends at stop or here
-	sfPace     = 2 * time.Millisecond  // a client's pause between calls
-	sfCallWait = 5 * time.Second       // a call's deadline: no call of a healthy service nears it
-	sfLimit    = 300                   // the rule's limit per client key, per hour
-	sfReady    = 20 * time.Second      // how long serve may take to listen
-	sfReload   = 10 * time.Second      // how long a reload may take to be reported
-	sfPolicy   = "faults.hcl"          // the policy file's name in the test's directory
-	sfDomain   = "faults"              // the requests' domain
-	sfSettle   = 50 * time.Millisecond // load after each reload step
+	sfClients  = 32                   // concurrent gRPC clients of the load
+	sfMaxCalls = 5_000                // per client: the load loop ends at stop or here
+	sfPace     = 2 * time.Millisecond // a client's pause between calls
+	sfCallWait = 5 * time.Second      // a call's deadline: no call of a healthy service nears it
+	sfLimit    = 300                  // the rule's limit per client key, per hour
+	sfReload   = 10 * time.Second     // how long a reload may take to be reported
+	sfPolicy   = "faults.hcl"         // the policy file's name in the test's directory
+	sfDomain   = "faults"             // the requests' domain
 )
 
 // sfPolicyText is the suite's policy: per client key, r (gcra, a burst of sfLimit and 1
@@ -103,6 +101,40 @@ type serveProc struct {
 	exited             chan struct{} // closed when the process has exited
 	exitErr            error         // its Wait's error, once exited
 	startedAt, readyAt time.Time
+
+	// msgs are the messages of its log lines, in order, and ended is set once its log has
+	// ended; waitMsg waits on them through cond.
+	mu    sync.Mutex
+	cond  *sync.Cond
+	msgs  []string
+	ended bool
+}
+
+// msgCount is how many log lines the process has written.
+func (p *serveProc) msgCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.msgs)
+}
+
+// waitMsg waits until a log line from the from-th on has a message that match accepts, and
+// returns the count of lines up to it. It fails the test when the log ends first; nothing
+// else bounds it but the test's -timeout.
+func (p *serveProc) waitMsg(t *testing.T, from int, what string, match func(msg string) bool) int {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := from; ; {
+		for ; i < len(p.msgs); i++ {
+			if match(p.msgs[i]) {
+				return i + 1
+			}
+		}
+		if p.ended {
+			t.Fatalf("rlctl serve's log ended before %s", what)
+		}
+		p.cond.Wait()
+	}
 }
 
 // startServeProc starts `rlctl serve` on loopback ports of its own with args (flags, then the
@@ -114,7 +146,9 @@ func startServeProc(t *testing.T, nofile int, args ...string) *serveProc {
 	if err != nil {
 		t.Fatalf("rlctl is not on PATH (testscript.Main puts the test binary there): %v", err)
 	}
-	argv := append([]string{"serve", "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-admin", "127.0.0.1:0"}, args...)
+	// -log-level debug: every reload's outcome is a line (an unchanged one at debug), which
+	// waitMsg waits on.
+	argv := append([]string{"serve", "-grpc", "127.0.0.1:0", "-http", "127.0.0.1:0", "-admin", "127.0.0.1:0", "-log-level", "debug"}, args...)
 	var cmd *exec.Cmd
 	if nofile > 0 {
 		cmd = exec.Command("sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, nofile), bin}, argv...)...)
@@ -128,6 +162,7 @@ func startServeProc(t *testing.T, nofile int, args ...string) *serveProc {
 		}
 	}
 	p := &serveProc{cmd: cmd, exited: make(chan struct{})}
+	p.cond = sync.NewCond(&p.mu)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +181,12 @@ func startServeProc(t *testing.T, nofile int, args ...string) *serveProc {
 			line := sc.Text()
 			p.logs.Write([]byte(line + "\n"))
 			var l struct{ Msg, GRPC, HTTP, Admin string }
-			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "rlctl serve: serving" {
+			_ = json.Unmarshal([]byte(line), &l)
+			p.mu.Lock()
+			p.msgs = append(p.msgs, l.Msg)
+			p.cond.Broadcast()
+			p.mu.Unlock()
+			if l.Msg == "rlctl serve: serving" {
 				p.grpc, p.http, p.admin = l.GRPC, l.HTTP, l.Admin
 				if p.admin == "" { // a version before -admin: /metrics is on -http
 					p.admin = p.http
@@ -154,6 +194,10 @@ func startServeProc(t *testing.T, nofile int, args ...string) *serveProc {
 				once.Do(func() { p.readyAt = time.Now(); close(ready) })
 			}
 		}
+		p.mu.Lock()
+		p.ended = true
+		p.cond.Broadcast()
+		p.mu.Unlock()
 		p.exitErr = cmd.Wait()
 		close(p.exited)
 	}()
@@ -172,8 +216,6 @@ func startServeProc(t *testing.T, nofile int, args ...string) *serveProc {
 	case <-ready:
 	case <-p.exited:
 		t.Fatalf("rlctl serve exited before serving (%v):\n%s", p.exitErr, p.logs.String())
-	case <-time.After(sfReady):
-		t.Fatalf("rlctl serve did not serve within %v:\n%s", sfReady, p.logs.String())
 	}
 	return p
 }
@@ -259,6 +301,49 @@ type sfLoad struct {
 	wg      sync.WaitGroup
 	phase   atomic.Int32 // what a call is counted under (its index in clients[i].lat)
 	clients []sfClient
+
+	// answered counts each client's answered calls (-1 once it has stopped), for
+	// waitRound; guarded by mu, signalled on cond.
+	mu       sync.Mutex
+	cond     *sync.Cond
+	answered []int
+}
+
+// sfRounds is how many rounds of answers (every client answered once more) a phase of
+// the load lasts: about 100-200 ms of calls at sfPace, counted in answers, not time.
+const sfRounds = 40
+
+// rounds is n waitRounds.
+func (l *sfLoad) rounds(n int) {
+	for range n {
+		l.waitRound()
+	}
+}
+
+// waitRound waits until every client still running has been answered at least once more.
+func (l *sfLoad) waitRound() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	before := slices.Clone(l.answered)
+	for i := 0; i < len(before); {
+		if n := l.answered[i]; n < 0 || n > before[i] {
+			i++
+			continue
+		}
+		l.cond.Wait()
+	}
+}
+
+// answer records an answered call of client i, or that it stopped (stopped).
+func (l *sfLoad) answer(i int, stopped bool) {
+	l.mu.Lock()
+	if stopped {
+		l.answered[i] = -1
+	} else {
+		l.answered[i]++
+	}
+	l.cond.Broadcast()
+	l.mu.Unlock()
 }
 
 // sfClient is what one client saw; written only by its goroutine until the load stops.
@@ -273,7 +358,8 @@ type sfClient struct {
 
 // startLoad starts the clients on p; run prefixes their keys.
 func startLoad(t *testing.T, p *serveProc, run string) *sfLoad {
-	l := &sfLoad{run: run, stop: make(chan struct{}), clients: make([]sfClient, sfClients)}
+	l := &sfLoad{run: run, stop: make(chan struct{}), clients: make([]sfClient, sfClients), answered: make([]int, sfClients)}
+	l.cond = sync.NewCond(&l.mu)
 	for i := range sfClients {
 		conn := p.grpcConn(t)
 		rls := rlsv3.NewRateLimitServiceClient(conn)
@@ -281,6 +367,7 @@ func startLoad(t *testing.T, p *serveProc, run string) *sfLoad {
 		c.codes = map[codes.Code]int{}
 		req := sfRequest(l.key(i))
 		l.wg.Go(func() {
+			defer l.answer(i, true)
 			for range sfMaxCalls {
 				select {
 				case <-l.stop:
@@ -293,6 +380,7 @@ func startLoad(t *testing.T, p *serveProc, run string) *sfLoad {
 				resp, err := rls.ShouldRateLimit(ctx, req)
 				took := time.Since(start)
 				cancel()
+				l.answer(i, false)
 				c.calls++
 				c.lat[phase] = append(c.lat[phase], took)
 				switch {
@@ -319,6 +407,15 @@ func startLoad(t *testing.T, p *serveProc, run string) *sfLoad {
 }
 
 func (l *sfLoad) key(i int) string { return fmt.Sprintf("%s-c%02d", l.run, i) }
+
+// isReloadOutcome reports the log messages that end a reload: loaded, refused, unchanged.
+func isReloadOutcome(msg string) bool {
+	switch msg {
+	case "rlctl serve: policies reloaded", "rlctl serve: reload refused; the running policies stay", "rlctl serve: policies unchanged":
+		return true
+	}
+	return false
+}
 
 // halt stops the clients and waits for them.
 func (l *sfLoad) halt() {
@@ -467,19 +564,17 @@ func testReloadFaults(t *testing.T, backend string, flags []string) {
 	l := startLoad(t, p, "reload")
 	defer l.halt()
 
-	// reload sends SIGHUP and waits until serve has attempted one more reload than before.
+	// reload sends SIGHUP and waits until serve has logged the reload's outcome (loaded,
+	// refused or unchanged: -log-level debug), then until every client has been answered
+	// once more, so each step is seen by the load.
 	reload := func() {
 		t.Helper()
-		before := p.reloads(t)
+		from := p.msgCount()
 		p.signal(t, syscall.SIGHUP)
-		for wait := time.Now().Add(sfReload); p.reloads(t) <= before; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(wait) {
-				t.Fatalf("SIGHUP: no reload reported within %v", sfReload)
-			}
-		}
-		time.Sleep(sfSettle)
+		p.waitMsg(t, from, "the SIGHUP's reload", isReloadOutcome)
+		l.waitRound()
 	}
-	time.Sleep(200 * time.Millisecond) // the load, before any fault
+	l.rounds(sfRounds) // the load, before any fault
 	l.phase.Store(1)
 	steps := []struct {
 		name  string
@@ -524,7 +619,7 @@ func testReloadFaults(t *testing.T, backend string, flags []string) {
 	reload()
 	write(sfPolicyText("fixed_window"))
 	reload()
-	time.Sleep(200 * time.Millisecond)
+	l.rounds(sfRounds)
 	l.halt()
 	tot := l.totals()
 	m := p.metrics(t)
@@ -573,7 +668,7 @@ func restartWithAnotherAlgorithm(t *testing.T, p *serveProc, flags []string, pat
 	}
 	q := startServeProc(t, 0, append(flags, path)...)
 	l := startLoad(t, q, "reload") // the keys of the run before
-	time.Sleep(500 * time.Millisecond)
+	l.rounds(sfRounds)
 	l.halt()
 	tot := l.totals()
 	degraded := metricSum(q.metrics(t), "rlctl_degraded_total")
@@ -700,7 +795,7 @@ func testHostileRequests(t *testing.T, backend string, flags []string) {
 	p := startServeProc(t, 0, append(flags, path)...)
 	l := startLoad(t, p, "hostile")
 	defer l.halt()
-	time.Sleep(time.Second)
+	l.rounds(sfRounds)
 	l.phase.Store(1)
 
 	conn := p.grpcConn(t)
@@ -753,7 +848,7 @@ func testHostileRequests(t *testing.T, backend string, flags []string) {
 	})
 	hwg.Wait()
 	l.phase.Store(2)
-	time.Sleep(200 * time.Millisecond)
+	l.rounds(sfRounds)
 	l.halt()
 	for _, w := range wrong {
 		t.Errorf("a hostile request was not refused as documented: %s", w)
@@ -794,7 +889,7 @@ func testIdleClients(t *testing.T) {
 	p := startServeProc(t, sfNofile, path)
 	l := startLoad(t, p, "idle")
 	defer l.halt()
-	time.Sleep(500 * time.Millisecond)
+	l.rounds(sfRounds)
 	l.phase.Store(1)
 
 	var conns []net.Conn
@@ -892,7 +987,7 @@ func testIdleClients(t *testing.T) {
 		}
 		c.Close()
 	}
-	time.Sleep(500 * time.Millisecond)
+	l.rounds(sfRounds)
 	l.phase.Store(2)
 	l.halt()
 	tot := l.totals()
@@ -1091,7 +1186,7 @@ func testClusterFailover(t *testing.T) {
 	p := startServeProc(t, 0, "-redis", "redis://"+cl.Addrs()[0], "-redis-type", "cluster", "-timeout", "100ms", path)
 	l := startLoad(t, p, "failover")
 	defer l.halt()
-	time.Sleep(time.Second)
+	l.rounds(sfRounds)
 	if tot := l.totals(); tot.over > 0 || tot.failed > 0 {
 		t.Fatalf("before the kill: %d calls over the limit, %d failed (%v): the cluster did not serve", tot.over, tot.failed, tot.firstErr)
 	}
