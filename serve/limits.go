@@ -61,7 +61,7 @@ func GRPCServerOptions() []grpc.ServerOption {
 
 // checkRequest refuses (InvalidArgument) a ShouldRateLimit past the limits above.
 func checkRequest(req *rlsv3.RateLimitRequest) error {
-	if err := checkString("the domain", req.GetDomain(), MaxNameBytes, "MaxNameBytes"); err != nil {
+	if err := checkString(req.GetDomain(), MaxNameBytes, "MaxNameBytes", "the domain", -1, 0); err != nil {
 		return err
 	}
 	ds := req.GetDescriptors()
@@ -74,10 +74,10 @@ func checkRequest(req *rlsv3.RateLimitRequest) error {
 			return limitError("descriptor %d has %d entries, more than the %d one may have (MaxEntries)", i, len(es), MaxEntries)
 		}
 		for j, e := range es {
-			if err := checkString(fmt.Sprintf("descriptor %d entry %d's key", i, j), e.GetKey(), MaxNameBytes, "MaxNameBytes"); err != nil {
+			if err := checkString(e.GetKey(), MaxNameBytes, "MaxNameBytes", "key", i, j); err != nil {
 				return err
 			}
-			if err := checkString(fmt.Sprintf("descriptor %d entry %d's value", i, j), e.GetValue(), MaxValueBytes, "MaxValueBytes"); err != nil {
+			if err := checkString(e.GetValue(), MaxValueBytes, "MaxValueBytes", "value", i, j); err != nil {
 				return err
 			}
 		}
@@ -85,10 +85,19 @@ func checkRequest(req *rlsv3.RateLimitRequest) error {
 	return nil
 }
 
-// checkString refuses s, called what, when it is longer than max bytes (the limit
-// called name) or not UTF-8 (which the codec refuses already; a server made without
-// GRPCServerOptions has grpc-go's, which fails such a call with Internal).
-func checkString(what, s string, max int, name string) error {
+// checkString refuses s when it is longer than max bytes (the limit called name) or not
+// UTF-8 (which the codec refuses already; a server made without GRPCServerOptions has
+// grpc-go's, which fails such a call with Internal). s is descriptor i's entry j's part
+// (key or value), or for i < 0 the one called part; the name is formatted only for a
+// refusal, so a call within the limits pays nothing for it.
+func checkString(s string, max int, name, part string, i, j int) error {
+	if len(s) <= max && utf8.ValidString(s) {
+		return nil
+	}
+	what := part
+	if i >= 0 {
+		what = fmt.Sprintf("descriptor %d entry %d's %s", i, j, part)
+	}
 	if len(s) > max {
 		return limitError("%s is %d bytes, more than the %d it may be (%s)", what, len(s), max, name)
 	}
