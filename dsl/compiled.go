@@ -564,6 +564,8 @@ func (c *progCompiler) call(x *hclsyntax.FunctionCallExpr) *prog {
 		return predicate(args[0], args[1], strings.HasSuffix)
 	case "strcontains":
 		return predicate(args[0], args[1], strings.Contains)
+	case "glob":
+		return predicate(args[0], args[1], globMatch)
 	case "trimprefix":
 		return stringFunc2(args[0], args[1], strings.TrimPrefix)
 	case "trimsuffix":
@@ -693,7 +695,7 @@ func try(args []*prog, can bool) *prog {
 // more).
 var progArity = map[string]int{
 	"lower": 1, "upper": 1, "trimspace": 1, "tostring": 1, "tonumber": 1, "tobool": 1,
-	"startswith": 2, "endswith": 2, "strcontains": 2, "trimprefix": 2, "trimsuffix": 2,
+	"startswith": 2, "endswith": 2, "strcontains": 2, "glob": 2, "trimprefix": 2, "trimsuffix": 2,
 	"cidrcontains": 2, "contains": 2, "lookup": 3,
 	"ceil": 1, "floor": 1, "max": -1, "min": -1, "try": -1, "can": 1,
 }

@@ -177,7 +177,7 @@ func (g *exprGen) boolean(d int) string {
 	case 8:
 		return fmt.Sprintf("(%s ? %s : %s)", g.boolean(d), g.boolean(d), g.boolean(d))
 	case 9:
-		return fmt.Sprintf("%s(%s, %s)", g.pick("startswith", "endswith", "strcontains"), g.str(d), g.str(d))
+		return fmt.Sprintf("%s(%s, %s)", g.pick("startswith", "endswith", "strcontains", "glob"), g.str(d), g.str(d))
 	case 10:
 		return fmt.Sprintf("cidrcontains(%q, %s)", g.pick("10.0.0.0/8", "2001:db8::/32", "0.0.0.0/0"), g.str(d))
 	case 11:
@@ -347,6 +347,7 @@ func FuzzProgMatchesHCL(f *testing.F) {
 	f.Add(`lookup(local.tiers, upper(request.a), 30) > request.b`, "pro", "9007199254740993")
 	f.Add(`contains(local.nums, request.a * 1)`, "-0", "")
 	f.Add(`request.flag || startswith(request.b, "/v1/")`, "1", "/v1/x")
+	f.Add(`glob(request.a, "x*y*z") && !glob(request.b, "*")`, "xaybz", "")
 	env := progEnv(f)
 	f.Fuzz(func(t *testing.T, src, a, b string) {
 		x, diags := hclsyntax.ParseExpression([]byte(src), "fuzz.hcl", hcl.InitialPos)

@@ -127,7 +127,8 @@
 // is a string, and an attribute the request lacks is "". They read local.<name> and call
 // HCL's usual functions (lower, upper, format, join, split, replace, regex, lookup,
 // coalesce, concat, length, min, max, contains, try, can, …) plus startswith, endswith,
-// strcontains and cidrcontains. The common forms run without HCL evaluation and give what
+// strcontains, glob (glob(request.path, "/v1/*/upload"): '*' matches any run of
+// characters) and cidrcontains. The common forms run without HCL evaluation and give what
 // HCL would, errors included (HCL evaluates whatever they cannot promise); see [Expr].
 //
 // # Validation

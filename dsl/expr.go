@@ -31,7 +31,7 @@ type Request interface {
 // closures that compute what HCL would: comparisons, &&, || and !, conditionals,
 // arithmetic on whole numbers, templates, lookup(), contains() and indexes into constant
 // tables, and the string functions lower, upper, trimspace, trimprefix, trimsuffix,
-// startswith, endswith, strcontains, cidrcontains (of a constant prefix), the conversions
+// startswith, endswith, strcontains, glob, cidrcontains (of a constant prefix), the conversions
 // tostring, tonumber and tobool, and ceil and floor (of a whole number or a division),
 // max, min, try and can. Where a closure cannot promise HCL's exact
 // value (a number that is not whole or beyond 2^53, a string that is not a plain whole

@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -391,5 +392,36 @@ func BenchmarkRuleWire(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestGlobMatch holds glob() to a regular expression of the same pattern (each '*' as
+// "(?s:.*)", everything else quoted) on every string of up to five characters of an
+// alphabet that has the pattern characters.
+func TestGlobMatch(t *testing.T) {
+	const alphabet = "ab*"
+	all := func(n int) []string { // every string of at most n characters
+		out := []string{""}
+		for i := 0; i < len(out); i++ {
+			if len(out[i]) < n {
+				for _, c := range alphabet {
+					out = append(out, out[i]+string(c))
+				}
+			}
+		}
+		return out
+	}
+	strs := all(5)
+	for _, pat := range all(4) {
+		parts := strings.Split(pat, "*")
+		for i, p := range parts {
+			parts[i] = regexp.QuoteMeta(p)
+		}
+		re := regexp.MustCompile("^" + strings.Join(parts, "(?s:.*)") + "$")
+		for _, s := range strs {
+			if got, want := globMatch(s, pat), re.MatchString(s); got != want {
+				t.Fatalf("glob(%q, %q) = %v, want %v", s, pat, got, want)
+			}
+		}
 	}
 }

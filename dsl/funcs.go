@@ -43,6 +43,7 @@ var policyFunctions = sync.OnceValue(func() map[string]function.Function {
 		"startswith":   startsWithFunc,
 		"endswith":     endsWithFunc,
 		"strcontains":  strContainsFunc,
+		"glob":         globFunc,
 		"cidrcontains": cidrContainsFunc,
 		// numbers
 		"abs":      stdlib.AbsoluteFunc,
@@ -109,7 +110,42 @@ var (
 	// strcontains(str, substr) reports whether substr is within str. (contains is the list
 	// function, as in Terraform.)
 	strContainsFunc = stringPredicate("str", "substr", strings.Contains)
+	// glob(str, pattern) reports whether str matches pattern, in which each '*' matches
+	// any run of characters (none included) and every other character itself.
+	globFunc = stringPredicate("str", "pattern", globMatch)
 )
+
+// globMatch reports whether s matches pattern: pattern split at its '*'s is a prefix of
+// s, a suffix, and the parts between in order, not overlapping, in what lies between.
+// Taking each middle part at its first place is as good as any: a later one leaves less
+// room for the rest.
+func globMatch(s, pattern string) bool {
+	first, rest, wild := strings.Cut(pattern, "*")
+	if !wild {
+		return s == pattern
+	}
+	if !strings.HasPrefix(s, first) {
+		return false
+	}
+	s = s[len(first):]
+	i := strings.LastIndexByte(rest, '*')
+	last := rest[i+1:]
+	if !strings.HasSuffix(s, last) {
+		return false
+	}
+	s = s[:len(s)-len(last)]
+	if i < 0 {
+		return true
+	}
+	for part := range strings.SplitSeq(rest[:i], "*") {
+		j := strings.Index(s, part)
+		if j < 0 {
+			return false
+		}
+		s = s[j+len(part):]
+	}
+	return true
+}
 
 // cidrcontains(prefix, address) reports whether the IP address lies in the CIDR prefix. An
 // address that is not an IP address is in no prefix (a request attribute is not trusted to
