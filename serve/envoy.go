@@ -5,11 +5,9 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,17 +17,17 @@ import (
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/httplimit"
+	"github.com/rlctl/rlctl/internal/envoyconf"
 )
 
 // RegisterGRPC registers Envoy's rate limit service (envoy.service.ratelimit.v3) on g.
 //
 // One ShouldRateLimit is one decision: each descriptor is a request of engine.AllowAll,
 // so the rules of all the descriptors are charged together or, when one denies, not at
-// all. A descriptor's request has the attributes
-//
-//	domain       the request's domain
-//	descriptor   the descriptor's entry keys in order, joined by "." (remote_address, generic_key.path)
-//	<key>        each entry's value by its key (the first entry of that key)
+// all. A descriptor's request has the attributes of an envoyconf.Request: domain;
+// descriptor, the entry keys in order joined by "." (remote_address, generic_key.path);
+// entry.1, entry.2, … each entry's value by its position; and each entry's value by its
+// key (the first entry of that key).
 //
 // Its cost is the descriptor's hits_addend when set, else the request's, else 1. The
 // response has the overall code, one status per descriptor (OVER_LIMIT when one of its
@@ -39,7 +37,8 @@ import (
 // the response carries the RateLimit-Policy, RateLimit and (when denied) Retry-After
 // fields for Envoy to add to the client's response.
 //
-// A descriptor with is_negative_hits is refused (InvalidArgument): rlctl gives capacity
+// A request with no domain or no descriptors is refused (InvalidArgument), as
+// envoyproxy/ratelimit refuses them. A descriptor with is_negative_hits is refused (InvalidArgument): rlctl gives capacity
 // back only for concurrency leases. A request a policy cannot evaluate is InvalidArgument;
 // a backend failure that its policy's on_error does not cover is Unavailable, which Envoy
 // treats by its failure_mode_deny.
@@ -57,29 +56,10 @@ type rls struct {
 	s *Server
 }
 
-// descriptor is one of a ShouldRateLimit's descriptors as a dsl.Request.
-type descriptor struct {
-	domain  string
-	entries []*ratelimitv3.RateLimitDescriptor_Entry
-	keys    string
-}
-
-func (d *descriptor) Attr(name string) string {
-	switch name {
-	case "domain":
-		return d.domain
-	case "descriptor":
-		return d.keys
-	}
-	for _, e := range d.entries {
-		if e.GetKey() == name {
-			return e.GetValue()
-		}
-	}
-	return ""
-}
-
 func (r rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if req.GetDomain() == "" {
+		return nil, status.Error(codes.InvalidArgument, "rlctl: the request has no domain (the rate limit filter's domain)")
+	}
 	if len(req.GetDescriptors()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "rlctl: the request has no descriptors")
 	}
@@ -90,18 +70,14 @@ func (r rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (
 	if base == 0 {
 		base = 1
 	}
-	ds := make([]descriptor, len(req.GetDescriptors()))
+	ds := make([]envoyconf.Request, len(req.GetDescriptors()))
 	rs := make([]dsl.Request, len(ds))
 	ns := make([]int64, len(ds))
 	for i, d := range req.GetDescriptors() {
 		if d.GetIsNegativeHits() {
 			return nil, status.Errorf(codes.InvalidArgument, "rlctl: descriptor %d: is_negative_hits is not supported (rlctl gives capacity back only for concurrency leases)", i)
 		}
-		keys := make([]string, len(d.GetEntries()))
-		for j, e := range d.GetEntries() {
-			keys[j] = e.GetKey()
-		}
-		ds[i] = descriptor{domain: req.GetDomain(), entries: d.GetEntries(), keys: strings.Join(keys, ".")}
+		ds[i] = envoyconf.NewRequest(req.GetDomain(), d)
 		rs[i] = &ds[i]
 		ns[i] = base
 		if h := d.GetHitsAddend(); h != nil {
@@ -185,8 +161,9 @@ func descriptorStatus(d *engine.Decision, i int) *rlsv3.RateLimitResponse_Descri
 	return st
 }
 
-// unitOf is the Envoy unit a rule's window is exactly, or UNKNOWN (a 10s window, a bucket
-// whose refill time is not a whole unit, a concurrency limit).
+// unitOf is the Envoy unit a rule's window is exactly, as envoyproxy/ratelimit counts them
+// (its month is 30 days, its year 365), or UNKNOWN (a 10s window, a bucket whose refill
+// time is not a whole unit, a concurrency limit).
 func unitOf(w time.Duration) rlsv3.RateLimitResponse_RateLimit_Unit {
 	switch w {
 	case time.Second:
@@ -199,6 +176,10 @@ func unitOf(w time.Duration) rlsv3.RateLimitResponse_RateLimit_Unit {
 		return rlsv3.RateLimitResponse_RateLimit_DAY
 	case 7 * 24 * time.Hour:
 		return rlsv3.RateLimitResponse_RateLimit_WEEK
+	case 30 * 24 * time.Hour:
+		return rlsv3.RateLimitResponse_RateLimit_MONTH
+	case 365 * 24 * time.Hour:
+		return rlsv3.RateLimitResponse_RateLimit_YEAR
 	}
 	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
 }

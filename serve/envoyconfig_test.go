@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"strings"
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/internal/envoyconf"
 	"github.com/rlctl/rlctl/luahost"
 )
 
@@ -82,8 +82,7 @@ func TestEnvoyConfig(t *testing.T) {
 	e := engine.New(engine.NewLocal(luahost.New()), plan)
 	for i, rl := range limits {
 		// The descriptor Envoy sends for these actions, with sample values.
-		d := descriptor{domain: domain}
-		var keys []string
+		var kv []string
 		for _, a := range rl.GetActions() {
 			var key, value string
 			switch {
@@ -99,16 +98,15 @@ func TestEnvoyConfig(t *testing.T) {
 			default:
 				t.Fatalf("rate_limits %d: an action this test does not know: %v", i, a)
 			}
-			keys = append(keys, key)
-			d.entries = append(d.entries, desc(key, value).Entries...)
+			kv = append(kv, key, value)
 		}
-		d.keys = strings.Join(keys, ".")
+		d := envoyconf.NewRequest(domain, desc(kv...))
 		p, err := e.Peek(context.Background(), &d)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(p.Rules) != 1 {
-			t.Errorf("rate_limits %d sends the descriptor %s: %d rules of edge.hcl apply, want 1", i, d.keys, len(p.Rules))
+			t.Errorf("rate_limits %d sends the descriptor %s: %d rules of edge.hcl apply, want 1", i, d.Attr("descriptor"), len(p.Rules))
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
+	"github.com/rlctl/rlctl/internal/envoyconf"
 	"github.com/rlctl/rlctl/luahost"
 )
 
@@ -48,7 +49,7 @@ func TestImportEnvoyDecidesAsTheTranslation(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	ctx := context.Background()
 	for i := range 400 {
-		var ds []descriptor
+		var ds []envoyconf.Request
 		for range 1 + rng.IntN(3) {
 			switch rng.IntN(5) {
 			case 0:
@@ -87,14 +88,8 @@ func TestImportEnvoyDecidesAsTheTranslation(t *testing.T) {
 	}
 }
 
-func envoyDesc(domain string, kv ...string) descriptor {
-	d := descriptor{domain: domain, entries: desc(kv...).Entries}
-	var keys []string
-	for i := 0; i < len(kv); i += 2 {
-		keys = append(keys, kv[i])
-	}
-	d.keys = strings.Join(keys, ".")
-	return d
+func envoyDesc(domain string, kv ...string) envoyconf.Request {
+	return envoyconf.NewRequest(domain, desc(kv...))
 }
 
 // TestImportEnvoyPrecedence: envoyproxy/ratelimit matches a key's value first, then a
@@ -114,7 +109,7 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 3}
   - key: remote_address
     value: 127.0.0.1
-    rate_limit: {unit: minute, unlimited: true}
+    rate_limit: {unlimited: true}
   - key: user
     descriptors:
       - key: path
@@ -127,7 +122,7 @@ descriptors:
 	}
 	e := engineFor(t, out)
 	ctx := context.Background()
-	allowed := func(ds ...descriptor) int {
+	allowed := func(ds ...envoyconf.Request) int {
 		n := 0
 		for range 10 {
 			rs := make([]dsl.Request, len(ds))
@@ -146,18 +141,18 @@ descriptors:
 	}
 	for _, c := range []struct {
 		name string
-		ds   []descriptor
+		ds   []envoyconf.Request
 		want int
 	}{
-		{"any address", []descriptor{envoyDesc("api", "remote_address", "10.9.9.9")}, 2},
-		{"its own value", []descriptor{envoyDesc("api", "remote_address", "10.0.0.1")}, 5},
-		{"a wildcard", []descriptor{envoyDesc("api", "remote_address", "192.168.4.4")}, 3},
-		{"another under the same wildcard counts apart", []descriptor{envoyDesc("api", "remote_address", "192.168.4.5")}, 3},
-		{"unlimited", []descriptor{envoyDesc("api", "remote_address", "127.0.0.1")}, 10},
-		{"the end of a path", []descriptor{envoyDesc("api", "user", "u1", "path", "/upload")}, 1},
-		{"a path's first entry alone has no limit", []descriptor{envoyDesc("api", "user", "u1")}, 10},
-		{"another path value", []descriptor{envoyDesc("api", "user", "u1", "path", "/download")}, 10},
-		{"another domain", []descriptor{envoyDesc("web", "remote_address", "10.9.9.8")}, 10},
+		{"any address", []envoyconf.Request{envoyDesc("api", "remote_address", "10.9.9.9")}, 2},
+		{"its own value", []envoyconf.Request{envoyDesc("api", "remote_address", "10.0.0.1")}, 5},
+		{"a wildcard", []envoyconf.Request{envoyDesc("api", "remote_address", "192.168.4.4")}, 3},
+		{"another under the same wildcard counts apart", []envoyconf.Request{envoyDesc("api", "remote_address", "192.168.4.5")}, 3},
+		{"unlimited", []envoyconf.Request{envoyDesc("api", "remote_address", "127.0.0.1")}, 10},
+		{"the end of a path", []envoyconf.Request{envoyDesc("api", "user", "u1", "path", "/upload")}, 1},
+		{"a path's first entry alone has no limit", []envoyconf.Request{envoyDesc("api", "user", "u1")}, 10},
+		{"another path value", []envoyconf.Request{envoyDesc("api", "user", "u1", "path", "/download")}, 10},
+		{"another domain", []envoyconf.Request{envoyDesc("web", "remote_address", "10.9.9.8")}, 10},
 	} {
 		if got := allowed(c.ds...); got != c.want {
 			t.Errorf("%s: %d of 10 allowed, want %d\n%s", c.name, got, c.want, out)

@@ -4,43 +4,55 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/rlctl/rlctl/serve"
+	"github.com/rlctl/rlctl/internal/envoyconf"
 )
 
 var cmdImport = &command{
 	name:  "import",
-	args:  "[-o FILE] FILE.yaml",
-	short: "translate an envoyproxy/ratelimit configuration into an rlctl policy",
-	long: `Import reads an envoyproxy/ratelimit configuration (a domain and its descriptors, YAML)
+	args:  "[-o FILE] [-merge-domains] FILE.yaml...",
+	short: "translate envoyproxy/ratelimit configurations into an rlctl policy",
+	long: `Import reads envoyproxy/ratelimit configurations (each a domain and its descriptors, YAML)
 and prints an rlctl policy file that decides the descriptors rlctl serve receives from
-Envoy as envoyproxy/ratelimit would: one policy for the domain, one fixed_window rule per
-descriptor with a rate_limit, shadow_mode as shadow, envoyproxy/ratelimit's precedence of
-a value over a wildcard over the key alone. Unlike envoyproxy/ratelimit, the rules of one
-Envoy request's descriptors are charged together or not at all.
+Envoy as envoyproxy/ratelimit would: a policy per domain, a fixed_window rule per
+descriptor with a rate_limit, whose when selects exactly the descriptors
+envoyproxy/ratelimit's lookup gives that limit (a value, then the first wildcard that
+matches, then the key alone) and whose key gives each of its counters one counter, as its
+cache keys do. shadow_mode is shadow; unlimited is no rule. Unlike envoyproxy/ratelimit,
+the rules of one Envoy request's descriptors are charged together or not at all.
 
-replaces and quota_mode have no equivalent: import refuses them, naming the descriptor.
-detailed_metric, value_to_metric and rate_limit names change no decision and are dropped.
+The files are checked as envoyproxy/ratelimit checks them when it loads, each error at
+its file:line:col. A domain in two files is an error, unless -merge-domains merges them
+(envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG). replaces, quota_mode and
+requests_per_unit: 0 have no equivalent yet: import refuses them, naming the descriptor.
+detailed_metric, value_to_metric, share_threshold's statistics, names and metadata change
+no decision and are not translated.
 
-  -o FILE  write the policy to FILE instead of stdout
+  -o FILE          write the policy to FILE instead of stdout
+  -merge-domains   merge the descriptors of files with the same domain
 
 Exit status: 0 translated, 1 a configuration it cannot translate, 2 usage error.
 `,
 	run: func(e *env, args []string) error {
 		fs := flags("import")
 		out := fs.String("o", "", "")
+		merge := fs.Bool("merge-domains", false, "")
 		if err := parse(e, fs, args); err != nil {
 			return err
 		}
-		if fs.NArg() != 1 {
-			fmt.Fprintln(e.stderr, "rlctl: error: import takes one envoyproxy/ratelimit configuration file")
+		if fs.NArg() == 0 {
+			fmt.Fprintln(e.stderr, "rlctl: error: import takes one or more envoyproxy/ratelimit configuration files")
 			return errUsage
 		}
-		src, err := os.ReadFile(fs.Arg(0))
-		if err != nil {
-			fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
-			return errFailed
+		var files []envoyconf.File
+		for _, name := range fs.Args() {
+			src, err := os.ReadFile(name)
+			if err != nil {
+				fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
+				return errFailed
+			}
+			files = append(files, envoyconf.File{Name: name, Src: src})
 		}
-		policy, err := serve.ImportEnvoy(fs.Arg(0), src)
+		policy, err := envoyconf.Import(files, envoyconf.Options{MergeDomains: *merge})
 		if err != nil {
 			fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
 			return errFailed
