@@ -112,6 +112,11 @@ type Rule struct {
 	// fails only on what is unexpected. Beyond the bound is a failure either way. It
 	// changes no decision.
 	AcceptBound bool
+	// StatsKey (stats_key) names the rule's statistics in envoyproxy/ratelimit's form
+	// (rlctl serve's ratelimit_service_rate_limit_* families), per request: a template
+	// may read request values, so each value it reads is a series of its own; nil for
+	// none. It changes no decision.
+	StatsKey *Expr
 	// Params has one entry per parameter of Algorithm, in its wire order. A Lease
 	// parameter is Const {0}: the engine supplies the lease.
 	Params []*Param

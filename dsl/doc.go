@@ -34,6 +34,7 @@
 //	    cost      = 1              # whole number >= 0; default 1
 //	    shadow    = false          # count but never enforce; constant
 //	    accept_bound = false       # accept the algorithm's declared bound (verify: a note); constant
+//	    stats_key = "edge.path"    # string: rlctl serve's envoyproxy/ratelimit statistics; default none
 //	    rate      = "10/s"         # the algorithm's parameters...
 //	    burst     = lookup(local.tiers, request.plan, 60)  # ...constants or expressions
 //	  }

@@ -33,6 +33,7 @@ var ruleAttrs = []hcl.AttributeSchema{
 	{Name: "cost"},
 	{Name: "shadow"},
 	{Name: "accept_bound"},
+	{Name: "stats_key"},
 }
 
 // validName is the form of policy, rule, scenario and traffic names: they appear in Redis
@@ -250,7 +251,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 	content, d = b.Body.Content(schema)
 	for _, x := range d {
 		if x.Summary == "Unsupported argument" || x.Summary == "Extraneous JSON object property" {
-			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow and accept_bound; %s takes %s.", alg.Name, paramList(alg))
+			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound and stats_key; %s takes %s.", alg.Name, paramList(alg))
 		}
 	}
 	l.add(d...)
@@ -276,6 +277,11 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 		if e != nil && e.kind == kindConst && !e.val.IsNull() {
 			r.Shadow = e.val.True()
 		}
+	}
+	if a := content.Attributes["stats_key"]; a != nil {
+		e, d := l.env.compile(a.Expr, requestScope, cty.String)
+		l.add(d...)
+		r.StatsKey = e
 	}
 	if a := content.Attributes["accept_bound"]; a != nil {
 		e, d := l.env.compile(a.Expr, constScope, cty.Bool)
