@@ -83,7 +83,7 @@ func Translate(cfgs []*Config, opts Options) ([]byte, error) {
 	b.WriteString("# in envoyproxy/ratelimit: rlctl validate's \"Key can be empty\" warnings say so.\n")
 	policies := map[string]bool{}
 	for _, d := range domains {
-		t := translator{cfg: d.cfg, names: map[string]bool{}}
+		t := translator{cfg: d.cfg, domain: d.name, names: map[string]bool{}}
 		t.level(d.top, nil)
 		if t.err != nil {
 			return nil, t.err
@@ -133,10 +133,11 @@ type step struct {
 }
 
 type translator struct {
-	cfg   *Config
-	rules []string
-	names map[string]bool
-	err   error
+	cfg    *Config
+	domain string
+	rules  []string
+	names  map[string]bool
+	err    error
 }
 
 // level translates the nodes of one level of the tree, under path.
@@ -235,6 +236,7 @@ func (t *translator) rule(path []step) {
 	if d.ShadowMode {
 		b.WriteString("shadow = true\n")
 	}
+	fmt.Fprintf(&b, "stats_key = %s\n", statsKey(t.domain, path, keys))
 	b.WriteString("}\n")
 	t.rules = append(t.rules, b.String())
 }
