@@ -565,7 +565,7 @@ func (c *progCompiler) call(x *hclsyntax.FunctionCallExpr) *prog {
 	case "strcontains":
 		return predicate(args[0], args[1], strings.Contains)
 	case "glob":
-		return predicate(args[0], args[1], globMatch)
+		return predicate(args[0], args[1], Glob)
 	case "trimprefix":
 		return stringFunc2(args[0], args[1], strings.TrimPrefix)
 	case "trimsuffix":

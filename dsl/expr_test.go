@@ -419,7 +419,7 @@ func TestGlobMatch(t *testing.T) {
 		}
 		re := regexp.MustCompile("^" + strings.Join(parts, "(?s:.*)") + "$")
 		for _, s := range strs {
-			if got, want := globMatch(s, pat), re.MatchString(s); got != want {
+			if got, want := Glob(s, pat), re.MatchString(s); got != want {
 				t.Fatalf("glob(%q, %q) = %v, want %v", s, pat, got, want)
 			}
 		}

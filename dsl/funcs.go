@@ -112,14 +112,18 @@ var (
 	strContainsFunc = stringPredicate("str", "substr", strings.Contains)
 	// glob(str, pattern) reports whether str matches pattern, in which each '*' matches
 	// any run of characters (none included) and every other character itself.
-	globFunc = stringPredicate("str", "pattern", globMatch)
+	globFunc = stringPredicate("str", "pattern", Glob)
 )
 
-// globMatch reports whether s matches pattern: pattern split at its '*'s is a prefix of
-// s, a suffix, and the parts between in order, not overlapping, in what lies between.
-// Taking each middle part at its first place is as good as any: a later one leaves less
+// Glob reports whether s matches pattern as the policy function glob(s, pattern) does:
+// each '*' in pattern matches any run of characters, none included, and every other
+// character itself. (It compares bytes; the policy function sees its arguments in NFC, as
+// HCL gives every string.)
+//
+// It holds when pattern split at its '*'s is a prefix of s, a suffix, and the parts
+// between in order, not overlapping, in what lies between. Taking each middle part at its first place is as good as any: a later one leaves less
 // room for the rest.
-func globMatch(s, pattern string) bool {
+func Glob(s, pattern string) bool {
 	first, rest, wild := strings.Cut(pattern, "*")
 	if !wild {
 		return s == pattern
