@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -33,9 +34,10 @@ import (
 // response has the overall code, one status per descriptor (OVER_LIMIT when one of its
 // enforcing rules denied; shadow rules never do, as in envoyproxy/ratelimit's shadow
 // mode), each with the descriptor's closest limit: its limit, what remains, and the time
-// until it resets (until the request may pass, when denied). Unless Config.OmitHeaders,
-// the response carries the RateLimit-Policy, RateLimit and (when denied) Retry-After
-// fields for Envoy to add to the client's response.
+// until it resets (until the request may pass, when denied). With Config.ShadowMode an
+// answer that would be OVER_LIMIT is OK, its statuses as they are. The response carries
+// the fields Config.Headers says for Envoy to add to the client's response: by default
+// RateLimit-Policy, RateLimit and (when denied) Retry-After.
 //
 // A request with no domain or no descriptors is refused (InvalidArgument), as
 // envoyproxy/ratelimit refuses them. A descriptor with is_negative_hits is refused (InvalidArgument): rlctl gives capacity
@@ -57,6 +59,11 @@ type rls struct {
 }
 
 func (r rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return r.s.shouldRateLimit(ctx, req)
+}
+
+// shouldRateLimit decides req as RegisterGRPC describes; an error is a gRPC status.
+func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if req.GetDomain() == "" {
 		return nil, status.Error(codes.InvalidArgument, "rlctl: the request has no domain (the rate limit filter's domain)")
 	}
@@ -84,7 +91,7 @@ func (r rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (
 			ns[i] = int64(min(h.GetValue(), math.MaxInt64))
 		}
 	}
-	e := r.s.Engine()
+	e := s.Engine()
 	dec, err := e.AllowAll(ctx, rs, ns)
 	if err != nil {
 		if errors.Is(err, engine.ErrRequest) {
@@ -103,11 +110,20 @@ func (r rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (
 	for i := range ds {
 		resp.Statuses[i] = descriptorStatus(dec, i)
 	}
-	if !r.s.omitHeaders {
+	shadowed := s.shadowMode && !dec.Allowed
+	if shadowed {
+		// As envoyproxy/ratelimit's SHADOW_MODE: the statuses say what was over the
+		// limit, the answer lets the request through.
+		resp.OverallCode = rlsv3.RateLimitResponse_OK
+	}
+	switch {
+	case s.headers.Legacy != nil:
+		resp.ResponseHeadersToAdd = legacyHeaders(resp.Statuses, s.headers.Legacy)
+	case !s.headers.Omit:
 		h := http.Header{}
 		httplimit.Headers(h, dec)
 		for _, k := range []string{"Ratelimit-Policy", "Ratelimit", "Retry-After"} {
-			if v := h.Get(k); v != "" {
+			if v := h.Get(k); v != "" && !(shadowed && k == "Retry-After") {
 				resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: headerName[k], Value: v})
 			}
 		}
@@ -117,6 +133,37 @@ func (r rls) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (
 
 // headerName is how the fields are written to Envoy, in lower case as HTTP/2 has them.
 var headerName = map[string]string{"Ratelimit-Policy": "ratelimit-policy", "Ratelimit": "ratelimit", "Retry-After": "retry-after"}
+
+// legacyHeaders are envoyproxy/ratelimit's response headers (LIMIT_RESPONSE_HEADERS_ENABLED)
+// of statuses, under names: the limit, what remains and the whole seconds until the
+// window resets, of the status closest to its limit (one OVER_LIMIT, else the least
+// remaining of those with a current limit); none when no status has a limit.
+func legacyHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, names *LegacyHeaders) []*corev3.HeaderValue {
+	var pick *rlsv3.RateLimitResponse_DescriptorStatus
+	for _, st := range statuses {
+		if st.GetCurrentLimit() == nil {
+			continue
+		}
+		if st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT || pick == nil || pick.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT && st.GetLimitRemaining() < pick.GetLimitRemaining() {
+			pick = st
+		}
+	}
+	if pick == nil {
+		return nil
+	}
+	reset := int64(0)
+	if d := pick.GetDurationUntilReset(); d != nil {
+		reset = d.GetSeconds()
+		if d.GetNanos() > 0 {
+			reset++
+		}
+	}
+	return []*corev3.HeaderValue{
+		{Key: names.Limit, Value: strconv.FormatUint(uint64(pick.GetCurrentLimit().GetRequestsPerUnit()), 10)},
+		{Key: names.Remaining, Value: strconv.FormatUint(uint64(pick.GetLimitRemaining()), 10)},
+		{Key: names.Reset, Value: strconv.FormatInt(reset, 10)},
+	}
+}
 
 // descriptorStatus is descriptor i's status: OVER_LIMIT when one of its enforcing rules
 // denied, with its closest counted rule as the current limit: the first that denied, else

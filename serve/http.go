@@ -13,6 +13,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/httplimit"
@@ -27,6 +32,8 @@ var openapi []byte
 //	POST /v1/decide   decide and charge one request, or several as one (engine.AllowAll)
 //	POST /v1/peek     what /v1/decide would answer, charging nothing
 //	POST /v1/release  give back the concurrency leases of an allowed decision
+//	POST /json        Envoy's RateLimitRequest in protobuf's JSON form, answered as
+//	                  envoyproxy/ratelimit's /json (429 when over the limit)
 //	GET  /healthz     200 while the server has policies to decide
 //
 // A decision is always 200 with the verdict in the body (allowed or not) and the
@@ -45,6 +52,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/decide", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, false) })
 	mux.HandleFunc("POST /v1/peek", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, true) })
 	mux.HandleFunc("POST /v1/release", s.release)
+	mux.HandleFunc("POST /json", s.envoyJSON)
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openapi)
@@ -217,17 +225,8 @@ func refuse(w http.ResponseWriter, title string, err error) {
 // not Content-Type application/json (415) or longer than MaxBodyBytes (413), both as a
 // *bodyError, and one that is not UTF-8 or escapes a lone surrogate.
 func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	if err := jsonContentType(r.Header.Get("Content-Type")); err != nil {
-		return err
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	b, err := readBody(w, r)
 	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return &bodyError{Status: http.StatusRequestEntityTooLarge, Title: "Request body too large", Detail: fmt.Sprintf("the body is more than the %d bytes a request may be (MaxBodyBytes)", MaxBodyBytes)}
-		}
-		return fmt.Errorf("the body could not be read: %v", err)
-	}
-	if err := checkText(b); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -239,6 +238,58 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return errors.New("the body holds more than one JSON value")
 	}
 	return nil
+}
+
+// readBody reads r's JSON body, refusing as readJSON does.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if err := jsonContentType(r.Header.Get("Content-Type")); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, &bodyError{Status: http.StatusRequestEntityTooLarge, Title: "Request body too large", Detail: fmt.Sprintf("the body is more than the %d bytes a request may be (MaxBodyBytes)", MaxBodyBytes)}
+		}
+		return nil, fmt.Errorf("the body could not be read: %v", err)
+	}
+	return b, checkText(b)
+}
+
+// envoyJSON is POST /json: envoyproxy/ratelimit's endpoint for clients that cannot speak
+// gRPC. The body is a RateLimitRequest in protobuf's JSON form, the answer the
+// RateLimitResponse in the same form: 200, or 429 when OVER_LIMIT; 400 for a body that is
+// not a request or a request ShouldRateLimit refuses, 503 for a backend failure that
+// on_error does not cover (problem+json).
+func (s *Server) envoyJSON(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(w, r)
+	if err != nil {
+		refuse(w, "Not a rate limit request", err)
+		return
+	}
+	var req rlsv3.RateLimitRequest
+	if err := protojson.Unmarshal(b, &req); err != nil {
+		problem(w, http.StatusBadRequest, "Not a rate limit request", "the body is not an envoy.service.ratelimit.v3.RateLimitRequest in JSON: "+err.Error())
+		return
+	}
+	resp, err := s.shouldRateLimit(r.Context(), &req)
+	if err != nil {
+		code := http.StatusBadRequest
+		if status.Code(err) == codes.Unavailable {
+			code = http.StatusServiceUnavailable
+		}
+		problem(w, code, "Not decided", status.Convert(err).Message())
+		return
+	}
+	out, err := protojson.Marshal(resp)
+	if err != nil {
+		problem(w, http.StatusInternalServerError, "Not encoded", err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	_, _ = w.Write(out)
 }
 
 // jsonContentType refuses (415) a Content-Type other than application/json, with no

@@ -48,6 +48,12 @@ type fixture struct {
 
 func start(t *testing.T, backend string, files map[string]string) *fixture {
 	t.Helper()
+	return startWith(t, backend, files, nil)
+}
+
+// startWith is start with the Server's Config changed by with (when not nil).
+func startWith(t *testing.T, backend string, files map[string]string, with func(*Config)) *fixture {
+	t.Helper()
 	f := &fixture{dir: t.TempDir(), clock: luahost.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))}
 	for name, src := range files {
 		f.write(t, name, src)
@@ -63,7 +69,11 @@ func start(t *testing.T, backend string, files map[string]string) *fixture {
 	default:
 		b = engine.NewLocal(luahost.New(luahost.WithClock(f.clock)))
 	}
-	srv, err := New(Config{Paths: []string{f.dir}, Backend: b, Engine: []engine.Option{engine.WithClock(f.clock.Now), engine.WithTimeout(time.Minute)}, Clock: f.clock.Now})
+	c := Config{Paths: []string{f.dir}, Backend: b, Engine: []engine.Option{engine.WithClock(f.clock.Now), engine.WithTimeout(time.Minute)}, Clock: f.clock.Now}
+	if with != nil {
+		with(&c)
+	}
+	srv, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}

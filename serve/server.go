@@ -29,8 +29,9 @@ type Server struct {
 	// reloaded is told of every reload attempt (a metrics hook); nil to skip.
 	reloaded func(ok bool, policies, rules int)
 
-	// omitHeaders: no RateLimit fields in gRPC responses.
-	omitHeaders bool
+	// headers: the fields of Envoy responses; shadowMode: never OVER_LIMIT overall.
+	headers    Headers
+	shadowMode bool
 	// allowRemoval: a reload may drop policies and rules (Config.AllowRemoval).
 	allowRemoval bool
 	// pause waits between two reads of the policy files (see read).
@@ -68,9 +69,14 @@ type Config struct {
 	// that every engine of the server shares (default time.Now). Give the engines the same
 	// clock (engine.WithClock).
 	Clock func() time.Time
-	// OmitHeaders leaves the RateLimit fields out of Envoy responses (Envoy adds what the
-	// service returns to the client's response).
-	OmitHeaders bool
+	// Headers says which fields Envoy responses carry for Envoy to add to the client's
+	// response (default: the RateLimit fields).
+	Headers Headers
+	// ShadowMode answers OK every Envoy request that would be over the limit, its
+	// descriptors' statuses as they are (envoyproxy/ratelimit's SHADOW_MODE): limits are
+	// counted and reported, never enforced. Nothing is charged for a request the policies
+	// deny, shadowed or not.
+	ShadowMode bool
 	// LocalMaxMemory caps, in bytes, the counters the on_error = "local" fallback keeps in
 	// process during a Redis outage (the least recently used keys are evicted past it,
 	// luahost.AllKeysLRU); 0 means no cap. Not used when Backend is itself in process.
@@ -83,6 +89,24 @@ type Config struct {
 
 	// pause, when set, replaces the wait between two reads of the files (tests).
 	pause func()
+}
+
+// Headers are the response fields for Envoy to add to the client's response. The zero
+// value is the RateLimit-Policy, RateLimit and Retry-After fields of the IETF draft
+// (draft-ietf-httpapi-ratelimit-headers), as httplimit writes them.
+type Headers struct {
+	// Omit leaves every field out.
+	Omit bool
+	// Legacy, when set, writes envoyproxy/ratelimit's fields instead (its
+	// LIMIT_RESPONSE_HEADERS_ENABLED): the limit, the remaining and the seconds to the
+	// reset of the descriptor closest to its limit.
+	Legacy *LegacyHeaders
+}
+
+// LegacyHeaders names envoyproxy/ratelimit's response fields (its LIMIT_LIMIT_HEADER,
+// LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER).
+type LegacyHeaders struct {
+	Limit, Remaining, Reset string
 }
 
 // Errors of a load (New) or reload (Reload) that is refused; the running policies stay.
@@ -115,7 +139,7 @@ func New(c Config) (*Server, error) {
 	if c.Backend == nil {
 		return nil, errors.New("serve: no backend")
 	}
-	s := &Server{paths: c.Paths, backend: c.Backend, opts: c.Engine, log: c.Logger, reloaded: c.Reloaded, omitHeaders: c.OmitHeaders,
+	s := &Server{paths: c.Paths, backend: c.Backend, opts: c.Engine, log: c.Logger, reloaded: c.Reloaded, headers: c.Headers, shadowMode: c.ShadowMode,
 		allowRemoval: c.AllowRemoval, pause: c.pause}
 	if s.pause == nil {
 		s.pause = func() { time.Sleep(readPause) }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/listen"
@@ -29,7 +30,7 @@ import (
 
 var cmdServe = &command{
 	name:  "serve",
-	args:  "[-grpc ADDR] [-http ADDR] [-admin ADDR] [-tls-cert FILE -tls-key FILE [-tls-client-ca FILE]] [-auth-tokens FILE] [-max-conns N] [-redis URL [-redis-type TYPE]] [-redis-tls-ca FILE] [-redis-tls-cert FILE -redis-tls-key FILE] [-timeout D] [-max-memory SIZE] [-drain D] [-watch=false] [-allow-removal] [-no-headers] [-log-level LEVEL] FILE|DIR...",
+	args:  "[-grpc ADDR] [-http ADDR] [-admin ADDR] [-tls-cert FILE -tls-key FILE [-tls-client-ca FILE]] [-auth-tokens FILE] [-max-conns N] [-redis URL [-redis-type TYPE]] [-redis-tls-ca FILE] [-redis-tls-cert FILE -redis-tls-key FILE] [-timeout D] [-max-memory SIZE] [-drain D] [-watch=false] [-allow-removal] [-headers MODE] [-shadow-mode] [-log-level LEVEL] FILE|DIR...",
 	short: "run the policies as a rate limit service: Envoy's gRPC protocol, an HTTP API, metrics",
 	long: `Serve decides requests for other processes with the policies of the files:
 
@@ -109,7 +110,14 @@ Flags:
   -watch            reload when the files change (default true)
   -allow-removal    let a reload remove a policy or a rule (without it such a reload is
                     refused and logged, and the running policies stay)
-  -no-headers       leave the RateLimit fields out of Envoy responses
+  -headers MODE     the fields Envoy responses carry for the client: draft (default:
+                    RateLimit-Policy, RateLimit, Retry-After), legacy (envoyproxy/ratelimit's
+                    RateLimit-Limit, -Remaining, -Reset) or none; -no-headers is none
+  -legacy-header-names LIMIT,REMAINING,RESET
+                    the legacy fields' names (default RateLimit-Limit,RateLimit-Remaining,
+                    RateLimit-Reset)
+  -shadow-mode      answer OK every Envoy request that would be over the limit (the
+                    statuses still say which descriptors are): count, never enforce
   -log-level LEVEL  debug, info (default), warn or error
 
 Exit status: 0 stopped by a signal, 1 policies that do not load or a listener that
@@ -167,6 +175,9 @@ func runServe(e *env, args []string) error {
 	watch := fs.Bool("watch", true, "")
 	allowRemoval := fs.Bool("allow-removal", false, "")
 	noHeaders := fs.Bool("no-headers", false, "")
+	headerMode := fs.String("headers", "draft", "")
+	legacyNames := fs.String("legacy-header-names", "RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset", "")
+	shadowMode := fs.Bool("shadow-mode", false, "")
 	level := fs.String("log-level", "info", "")
 	if err := parse(e, fs, args); err != nil {
 		return err
@@ -177,6 +188,11 @@ func runServe(e *env, args []string) error {
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(e.stderr, "rlctl: error: serve needs policy files or directories")
+		return errUsage
+	}
+	headers, err := headersFlag(*headerMode, *legacyNames, *noHeaders)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
 		return errUsage
 	}
 	var lvl slog.Level
@@ -250,7 +266,8 @@ func runServe(e *env, args []string) error {
 				serveReloaded(ok)
 			}
 		},
-		OmitHeaders:    *noHeaders,
+		Headers:        headers,
+		ShadowMode:     *shadowMode,
 		LocalMaxMemory: int64(maxMemory),
 		AllowRemoval:   *allowRemoval,
 	})
@@ -290,11 +307,12 @@ func runServe(e *env, args []string) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hs := listen.NewHealth()
+	hs.SetServingStatus("ratelimit", healthpb.HealthCheckResponse_SERVING) // envoyproxy/ratelimit's service name
 	gs := grpc.NewServer(append(sec.grpcOptions(), serveGRPCOptions...)...)
 	srv.RegisterGRPC(gs)
 	hs.Register(gs)
 	var draining atomic.Bool
-	hsrv := sec.apiServer(srv.Handler())
+	hsrv := sec.apiServer(srv.Handler(), &draining)
 	asrv := adminServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), &draining)
 	errs := make(chan error, 3)
 	var gaddr, haddr, aaddr string

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -134,15 +135,29 @@ func (s security) grpcOptions() []grpc.ServerOption {
 	return o
 }
 
-// apiServer is the HTTP API's server: h's /v1/* and /openapi.json, behind the tokens.
-func (s security) apiServer(h http.Handler) *http.Server {
+// apiServer is the HTTP API's server: h's /v1/*, /json and /openapi.json, behind the
+// tokens, and GET /healthcheck (as envoyproxy/ratelimit's: "OK", 500 once draining) for
+// anyone, as gRPC's health service.
+func (s security) apiServer(h http.Handler, draining *atomic.Bool) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", h)
+	mux.Handle("/json", h)
 	mux.Handle("GET /openapi.json", h)
 	var api http.Handler = mux
 	if s.tokens != nil {
 		api = s.tokens.Handler(mux)
 	}
+	outer := http.NewServeMux()
+	outer.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if draining.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		_, _ = w.Write([]byte("OK"))
+	})
+	outer.Handle("/", api)
+	api = outer
 	hs := listen.HTTPServer(api, serveLimits)
 	if s.tls != nil {
 		hs.TLSConfig = s.tls.Config()
@@ -221,4 +236,24 @@ func (s security) watchSecrets(ctx context.Context, log *slog.Logger) {
 	if err != nil {
 		log.Error("rlctl serve: the TLS and token files cannot be watched; restart to change them", "error", err.Error())
 	}
+}
+
+// headersFlag reads -headers, -legacy-header-names and -no-headers.
+func headersFlag(mode, names string, none bool) (serve.Headers, error) {
+	if none {
+		mode = "none"
+	}
+	switch mode {
+	case "draft":
+		return serve.Headers{}, nil
+	case "none":
+		return serve.Headers{Omit: true}, nil
+	case "legacy":
+		n := strings.Split(names, ",")
+		if len(n) != 3 || slices.Contains(n, "") {
+			return serve.Headers{}, fmt.Errorf("-legacy-header-names %q: give three names, LIMIT,REMAINING,RESET", names)
+		}
+		return serve.Headers{Legacy: &serve.LegacyHeaders{Limit: n[0], Remaining: n[1], Reset: n[2]}}, nil
+	}
+	return serve.Headers{}, fmt.Errorf("-headers %q: use draft, legacy or none", mode)
 }
