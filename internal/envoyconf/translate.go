@@ -366,11 +366,14 @@ var (
 )
 
 // identifier is s as an rlctl name: lower case letters, digits and underscores, starting
-// with a letter.
+// with a letter, at most 56 characters (uniqueName may add a suffix to the 64 allowed).
 func identifier(s string) string {
 	s = strings.Trim(nonIdent.ReplaceAllString(strings.ToLower(s), "_"), "_")
 	if s == "" || s[0] >= '0' && s[0] <= '9' {
 		s = "d_" + s
+	}
+	if len(s) > 56 {
+		s = strings.TrimRight(s[:56], "_")
 	}
 	return s
 }

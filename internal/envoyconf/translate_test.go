@@ -23,7 +23,7 @@ type gen struct {
 }
 
 var (
-	genKeys        = []string{"a", "b", "c", "a", "b", "domain", "entry.2", "k.x", `k\y`}
+	genKeys        = []string{"a", "b", "c", "a", "b", "domain", "entry.2", "k.x", `k\y`, strings.Repeat("long", 20)}
 	genConfValues  = []string{"", "", "", "x", "y", "xy", "x:y", "%", "${x}", "x*", "*y", "x*y", "*", "*x*", "x**", "*:*", ""}
 	genEntryValues = []string{"", "x", "y", "xy", "xxy", "yx", "x*", "*", "x:y", "x:", ":y", "%3A", "${x}", "xzy", "zzz", "*y"}
 	genUnits       = []string{"SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "YEAR"}
