@@ -191,3 +191,47 @@ func possibleSyntax(x hclsyntax.Expression, env *evalEnv) ([]cty.Value, bool) {
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
+
+// presenceTests returns the request attributes that cond, read as a conjunction, requires
+// to be set without fixing their value: request.x != "" and length(request.x) > 0 (or
+// strlen, or >= 1). Comparisons with a value, prefixes and patterns fix or group values
+// on purpose, so they are not presence tests.
+func presenceTests(cond *Expr) []string {
+	if cond == nil {
+		return nil
+	}
+	syn, ok := cond.expr.(hclsyntax.Expression)
+	if !ok {
+		return nil
+	}
+	var out []string
+	var walk func(x hclsyntax.Expression)
+	walk = func(x hclsyntax.Expression) {
+		b, ok := unparen(x).(*hclsyntax.BinaryOpExpr)
+		if !ok {
+			return
+		}
+		switch b.Op {
+		case hclsyntax.OpLogicalAnd:
+			walk(b.LHS)
+			walk(b.RHS)
+			return
+		case hclsyntax.OpNotEqual:
+		case hclsyntax.OpGreaterThan, hclsyntax.OpGreaterThanOrEqual:
+			if call, ok := unparen(b.LHS).(*hclsyntax.FunctionCallExpr); !ok || call.Name != "length" && call.Name != "strlen" {
+				return
+			}
+		default:
+			return
+		}
+		// Each of these is a presence test exactly when proves says it makes the
+		// attribute non-empty.
+		for a := range proves(b, cond.env) {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	walk(syn)
+	return out
+}

@@ -268,6 +268,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 	}
 	if a := content.Attributes["key"]; a != nil {
 		r.Key = l.key(a, guards)
+		l.constantKey(r, a)
 	} else {
 		l.add(errorf(b.DefRange, "Missing key", "Rule %q needs a key: what its counter is kept per, such as key = request.ip, key = \"${request.tenant}:${request.user}\", or a constant such as key = \"all\" for one counter shared by every request.", r.Name))
 	}
@@ -406,6 +407,23 @@ func (l *loader) key(a *hcl.Attribute, guards map[string]bool) *Expr {
 		}
 	}
 	return e
+}
+
+// constantKey warns about a constant key that reads as a template (an escaped "$${"), and
+// about one on a rule whose when requires attributes to be set: every value of them shares
+// the one counter, which a per-user or per-path rule cut short does by mistake.
+func (l *loader) constantKey(r *Rule, a *hcl.Attribute) {
+	if r.Key == nil || r.Key.kind != kindConst {
+		return
+	}
+	if k := r.Key.val.AsString(); strings.Contains(k, "${") {
+		l.add(warnf(a.Expr.Range(), "Constant key looks like a template", "The key is the text %q for every request: $${ writes a literal ${, so nothing in it is interpolated and every request of rule %q shares one counter. To key by a request attribute, write ${request.<name>} with a single $.", k, r.Name))
+		return
+	}
+	if open := presenceTests(r.When); len(open) > 0 {
+		attrs := "request." + strings.Join(open, " and request.")
+		l.add(warnf(a.Expr.Range(), "Constant key on a rule of set values", "Rule %q applies only to requests that have %s, but its key is the same for all of them, so all their values share one counter. For a counter per value, key by it, such as key = request.%s.", r.Name, attrs, open[0]))
+	}
 }
 
 // param decodes one algorithm parameter of rule r from attribute a (nil when absent). It
