@@ -117,6 +117,11 @@ type Rule struct {
 	// may read request values, so each value it reads is a series of its own; nil for
 	// none. It changes no decision.
 	StatsKey *Expr
+	// Replaces (replaces = ["other_rule", ...]) are rules of the same policy that do not
+	// apply to a decision this rule applies to: not to the request it applies to, nor to
+	// any other request decided with it (engine.AllowAll), as envoyproxy/ratelimit's
+	// replaces. A replaced rule may replace others; every rule that applies counts.
+	Replaces []*Rule
 	// Params has one entry per parameter of Algorithm, in its wire order. A Lease
 	// parameter is Const {0}: the engine supplies the lease.
 	Params []*Param
@@ -127,7 +132,8 @@ type Rule struct {
 	Work      *algorithms.Work
 	DeclRange hcl.Range
 
-	wire []int64 // every parameter's wire values, validated, when all are constant
+	wire     []int64        // every parameter's wire values, validated, when all are constant
+	replaces *hcl.Attribute // replaces, resolved once every rule of the policy is read
 }
 
 // Wire returns the rule's parameter values on the wire for request r, validated with

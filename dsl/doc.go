@@ -35,6 +35,7 @@
 //	    shadow    = false          # count but never enforce; constant
 //	    accept_bound = false       # accept the algorithm's declared bound (verify: a note); constant
 //	    stats_key = "edge.path"    # string: rlctl serve's envoyproxy/ratelimit statistics; default none
+//	    replaces  = ["per_ip"]     # rules of the policy that do not apply to a decision this one does
 //	    rate      = "10/s"         # the algorithm's parameters...
 //	    burst     = lookup(local.tiers, request.plan, 60)  # ...constants or expressions
 //	  }

@@ -34,6 +34,7 @@ var ruleAttrs = []hcl.AttributeSchema{
 	{Name: "shadow"},
 	{Name: "accept_bound"},
 	{Name: "stats_key"},
+	{Name: "replaces"},
 }
 
 // validName is the form of policy, rule, scenario and traffic names: they appear in Redis
@@ -131,6 +132,9 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 		names[r.Name] = r
 		p.Rules = append(p.Rules, r)
 	}
+	for _, r := range p.Rules {
+		l.resolveReplaces(p, r, names)
+	}
 	if len(rules) == 0 {
 		l.add(errorf(b.DefRange, "Policy has no rules", "Policy %q limits nothing. Add a rule block, for example:\n\n  rule \"per_ip\" {\n    algorithm = \"gcra\"\n    key       = request.ip\n    rate      = \"10/s\"\n    burst     = 20\n  }", p.Name))
 	} else if len(p.Rules) > 0 && !slices.ContainsFunc(p.Rules, func(r *Rule) bool { return !r.Shadow }) {
@@ -141,6 +145,40 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 	}
 	l.policies[p.Name] = p
 	l.cfg.Policies = append(l.cfg.Policies, p)
+}
+
+// resolveReplaces reads rule r's replaces: names of other rules of policy p.
+func (l *loader) resolveReplaces(p *Policy, r *Rule, names map[string]*Rule) {
+	a := r.replaces
+	if a == nil {
+		return
+	}
+	e, d := l.env.compile(a.Expr, constScope, cty.List(cty.String))
+	l.add(d...)
+	if e == nil || e.kind != kindConst || e.val.IsNull() {
+		return
+	}
+	var all []string
+	for _, o := range p.Rules {
+		if o != r {
+			all = append(all, o.Name)
+		}
+	}
+	for _, v := range e.val.AsValueSlice() {
+		if v.IsNull() {
+			continue
+		}
+		n := v.AsString()
+		o, ok := names[n]
+		switch {
+		case n == r.Name:
+			l.add(errorf(a.Expr.Range(), "Rule replaces itself", "Rule %q names itself in replaces. replaces lists the other rules of policy %q that do not apply to a decision this rule applies to; remove %q.", r.Name, p.Name, n))
+		case !ok:
+			l.add(errorf(a.Expr.Range(), "Unknown rule in replaces", "Policy %q has no rule %q.%s replaces names rules of the same policy: %s.", p.Name, n, suggestion(n, all), quoteList(all)))
+		case !slices.Contains(r.Replaces, o):
+			r.Replaces = append(r.Replaces, o)
+		}
+	}
 }
 
 // condition compiles a bool attribute; nil when it is constant true. A constant false is
@@ -251,7 +289,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 	content, d = b.Body.Content(schema)
 	for _, x := range d {
 		if x.Summary == "Unsupported argument" || x.Summary == "Extraneous JSON object property" {
-			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound and stats_key; %s takes %s.", alg.Name, paramList(alg))
+			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound, stats_key and replaces; %s takes %s.", alg.Name, paramList(alg))
 		}
 	}
 	l.add(d...)
@@ -278,6 +316,9 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 		if e != nil && e.kind == kindConst && !e.val.IsNull() {
 			r.Shadow = e.val.True()
 		}
+	}
+	if a := content.Attributes["replaces"]; a != nil {
+		r.replaces = a
 	}
 	if a := content.Attributes["stats_key"]; a != nil {
 		e, d := l.env.compile(a.Expr, requestScope, cty.String)

@@ -314,11 +314,28 @@ func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*D
 			return nil, tooManyRules(len(all))
 		}
 	}
+	all = e.dropReplaced(all)
 	uniq, fan, err := merge(all)
 	if err != nil {
 		return nil, err
 	}
 	return e.run(ctx, all, uniq, fan, charging)
+}
+
+// dropReplaced removes from the rules of a decision those that a rule applying to it
+// replaces (dsl.Rule.Replaces).
+func (e *Engine) dropReplaced(all []pending) []pending {
+	if !e.plan.replaces {
+		return all
+	}
+	var gone []*dsl.Rule
+	for i := range all {
+		gone = append(gone, all[i].rule.Replaces...)
+	}
+	if len(gone) == 0 {
+		return all
+	}
+	return slices.DeleteFunc(all, func(p pending) bool { return slices.Contains(gone, p.rule) })
 }
 
 // merge folds the rules of several requests that share a key into one, charged the sum of
@@ -548,6 +565,7 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 	if len(rules) > MaxRules {
 		return nil, tooManyRules(len(rules))
 	}
+	rules = e.dropReplaced(rules)
 	return e.run(ctx, rules, rules, nil, n > 0)
 }
 

@@ -26,6 +26,8 @@ type Plan struct {
 	windows map[*dsl.Rule]time.Duration
 	// rules is the number of rules of all policies.
 	rules int
+	// replaces: some rule replaces others (dsl.Rule.Replaces).
+	replaces bool
 }
 
 // Compile turns a loaded, validated configuration into a Plan: it assembles the engine
@@ -36,6 +38,7 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 	algs := append(append([]*algorithms.Algorithm(nil), algorithms.Builtin()...), cfg.Plugins...)
 	var rules []*algorithms.Compiled
 	var of []*dsl.Rule
+	replaces := false
 	for _, p := range cfg.Policies {
 		for _, r := range p.Rules {
 			if !slices.Contains(algs, r.Algorithm) {
@@ -43,13 +46,14 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 			}
 			rules = append(rules, compiledRule(r))
 			of = append(of, r)
+			replaces = replaces || len(r.Replaces) > 0
 		}
 	}
 	s, err := algorithms.Assemble(algs, rules...)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	p := &Plan{script: s, scriptArgs: argsOf(s), policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, tags: map[*dsl.Rule]string{}, windows: map[*dsl.Rule]time.Duration{}, rules: len(of)}
+	p := &Plan{script: s, scriptArgs: argsOf(s), policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, tags: map[*dsl.Rule]string{}, windows: map[*dsl.Rule]time.Duration{}, rules: len(of), replaces: replaces}
 	for i, r := range of {
 		p.compiled[r] = s.Rules[i]
 		p.tags[r] = AlgorithmTag(r.Algorithm)

@@ -17,15 +17,17 @@ Envoy as envoyproxy/ratelimit would: a policy per domain, a fixed_window rule pe
 descriptor with a rate_limit, whose when selects exactly the descriptors
 envoyproxy/ratelimit's lookup gives that limit (a value, then the first wildcard that
 matches, then the key alone) and whose key gives each of its counters one counter, as its
-cache keys do. shadow_mode is shadow; unlimited is no rule. Unlike envoyproxy/ratelimit,
-the rules of one Envoy request's descriptors are charged together or not at all.
+cache keys do. shadow_mode is shadow; replaces names the rules of the limits it names;
+unlimited is no rule. Unlike envoyproxy/ratelimit, the rules of one Envoy request's
+descriptors are charged together or not at all.
 
 The files are checked as envoyproxy/ratelimit checks them when it loads, each error at
 its file:line:col. A domain in two files is an error, unless -merge-domains merges them
-(envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG). replaces, quota_mode and
-requests_per_unit: 0 have no equivalent yet: import refuses them, naming the descriptor.
-detailed_metric, value_to_metric, share_threshold's statistics, names and metadata change
-no decision and are not translated.
+(envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG). quota_mode, requests_per_unit: 0 and an
+unlimited limit's replaces have no equivalent yet: import refuses them, naming the
+descriptor. Each rule's stats_key names its statistics as envoyproxy/ratelimit does
+(detailed_metric, value_to_metric, share_threshold); metadata changes no decision and
+is dropped.
 
   -o FILE          write the policy to FILE instead of stdout
   -merge-domains   merge the descriptors of files with the same domain

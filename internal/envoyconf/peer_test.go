@@ -29,6 +29,8 @@ type peerLimit struct {
 	unit      string
 	unlimited bool
 	shadow    bool
+	name      string
+	replaces  []string
 	// sharePatterns is set on the copy GetLimit returns: entry index → pattern value.
 	sharePatterns map[int]string
 }
@@ -55,7 +57,7 @@ func (n *peerNode) load(ds []*Descriptor) {
 		}
 		child := &peerNode{children: map[string]*peerNode{}}
 		if rl := d.RateLimit; rl != nil {
-			child.limit = &peerLimit{rpu: rl.RequestsPerUnit, unit: rl.Unit, unlimited: rl.Unlimited, shadow: d.ShadowMode}
+			child.limit = &peerLimit{rpu: rl.RequestsPerUnit, unit: rl.Unit, unlimited: rl.Unlimited, shadow: d.ShadowMode, name: rl.Name, replaces: rl.Replaces}
 		}
 		if d.ShareThreshold && strings.Contains(fk, "*") {
 			child.share, child.pattern = true, fk
@@ -164,4 +166,29 @@ func peerCacheKey(domain string, entries []peerEntry, l *peerLimit) string {
 	}
 	b.WriteString(l.unit)
 	return b.String()
+}
+
+// peerLimitsToCheck is the service's constructLimitsToCheck: each descriptor's limit,
+// then nil for the unlimited and for those whose name another limit of the request
+// replaces (an unlimited limit's replaces count too).
+func peerLimitsToCheck(domains map[string]*peerNode, domain string, descriptors [][]peerEntry) []*peerLimit {
+	limits := make([]*peerLimit, len(descriptors))
+	replacing := map[string]bool{}
+	for i, es := range descriptors {
+		limits[i] = peerGetLimit(domains, domain, es)
+		if limits[i] != nil {
+			for _, r := range limits[i].replaces {
+				replacing[r] = true
+			}
+			if limits[i].unlimited {
+				limits[i] = nil
+			}
+		}
+	}
+	for i, l := range limits {
+		if l != nil && l.name != "" && replacing[l.name] {
+			limits[i] = nil
+		}
+	}
+	return limits
 }

@@ -89,12 +89,12 @@ func Translate(cfgs []*Config, opts Options) ([]byte, error) {
 			return nil, t.err
 		}
 		fmt.Fprintf(&b, "\n# Domain %q (%s).\n", d.name, strings.Join(d.files, ", "))
-		if !slices.ContainsFunc(t.rules, func(r string) bool { return strings.Contains(r, "\nrule ") }) {
+		if !slices.ContainsFunc(t.rules, func(r *ruleText) bool { return r.name != "" }) {
 			// envoyproxy/ratelimit answers OK, with no limit, for every descriptor of a
 			// domain without limits, as for a domain it does not know: so does rlctl.
 			b.WriteString("# It limits nothing: every request of the domain is allowed, as for a domain not listed.\n")
 			for _, r := range t.rules {
-				b.WriteString(r)
+				b.WriteString(r.text)
 			}
 			continue
 		}
@@ -103,7 +103,11 @@ func Translate(cfgs []*Config, opts Options) ([]byte, error) {
 		fmt.Fprintf(&b, "match = request.domain == %s\n", quote(d.name))
 		for _, r := range t.rules {
 			b.WriteString("\n")
-			b.WriteString(r)
+			b.WriteString(r.text)
+			if r.name != "" {
+				t.writeReplaces(&b, r)
+				b.WriteString("}\n")
+			}
 		}
 		b.WriteString("}\n")
 	}
@@ -132,10 +136,19 @@ type step struct {
 	siblings []*Descriptor
 }
 
+// ruleText is a rule as written, without its replaces and closing brace; or, with no
+// name, a comment where a rule could not be.
+type ruleText struct {
+	text     string
+	name     string   // the rlctl rule's
+	limit    string   // the rate_limit's name, which replaces name
+	replaces []string // the rate_limits' names it replaces
+}
+
 type translator struct {
 	cfg    *Config
 	domain string
-	rules  []string
+	rules  []*ruleText
 	names  map[string]bool
 	err    error
 }
@@ -175,9 +188,9 @@ func (t *translator) rule(path []step) {
 	rl := d.RateLimit
 	where := describe(path)
 	switch {
-	case len(rl.Replaces) > 0:
-		t.err = &Error{Name: t.cfg.Name, Pos: rl.Pos, Msg: fmt.Sprintf("descriptor %s: replaces has no rlctl equivalent", where),
-			Hint: "rlctl applies every rule that matches; give the descriptors their own keys, or remove replaces"}
+	case rl.Unlimited && len(rl.Replaces) > 0:
+		t.err = &Error{Name: t.cfg.Name, Pos: rl.Pos, Msg: fmt.Sprintf("descriptor %s: an unlimited rate_limit's replaces has no rlctl equivalent", where),
+			Hint: "rlctl has no rule for an unlimited descriptor to carry replaces on; give the descriptor a limit, or remove replaces"}
 		return
 	case rl.Unlimited:
 		return // no rule; its value still takes its descriptors from its siblings
@@ -197,7 +210,7 @@ func (t *translator) rule(path []step) {
 		tests, ok := valueTest(ref, s)
 		if !ok {
 			// An earlier "*" takes every value: the lookup never reaches this node.
-			t.rules = append(t.rules, fmt.Sprintf("# %s: no rule; an earlier wildcard \"*\" of %s takes every value first.\n", where, s.node.Key))
+			t.rules = append(t.rules, &ruleText{text: fmt.Sprintf("# %s: no rule; an earlier wildcard \"*\" of %s takes every value first.\n", where, s.node.Key)})
 			return
 		}
 		conds = append(conds, tests...)
@@ -227,7 +240,8 @@ func (t *translator) rule(path []step) {
 		b.WriteString(", shadow mode")
 	}
 	b.WriteString(".\n")
-	fmt.Fprintf(&b, "rule %q {\n", uniqueName(ruleName(path), t.names))
+	name := uniqueName(ruleName(path), t.names)
+	fmt.Fprintf(&b, "rule %q {\n", name)
 	b.WriteString("algorithm = \"fixed_window\"\n")
 	fmt.Fprintf(&b, "when = %s\n", strings.Join(conds, " && "))
 	fmt.Fprintf(&b, "key = %s\n", key)
@@ -237,8 +251,24 @@ func (t *translator) rule(path []step) {
 		b.WriteString("shadow = true\n")
 	}
 	fmt.Fprintf(&b, "stats_key = %s\n", statsKey(t.domain, path, keys))
-	b.WriteString("}\n")
-	t.rules = append(t.rules, b.String())
+	t.rules = append(t.rules, &ruleText{text: b.String(), name: name, limit: rl.Name, replaces: rl.Replaces})
+}
+
+// writeReplaces writes r's replaces: the rules of the domain whose rate_limit has a name
+// r's replaces lists (envoyproxy/ratelimit replaces every limit of that name, and none
+// when no limit has it).
+func (t *translator) writeReplaces(b *strings.Builder, r *ruleText) {
+	var names []string
+	for _, n := range r.replaces {
+		for _, o := range t.rules {
+			if o.name != "" && o != r && o.limit == n && !slices.Contains(names, o.name) {
+				names = append(names, o.name)
+			}
+		}
+	}
+	if len(names) > 0 {
+		fmt.Fprintf(b, "replaces = %s\n", list(names))
+	}
 }
 
 // attrRef is the reference to the value of entry i of a descriptor with keys: by its key

@@ -41,9 +41,15 @@ func (g *gen) level(depth int) []*Descriptor {
 		}
 		seen[d.finalKey()] = true
 		if g.rng.IntN(10) < 7 {
-			rl := &RateLimit{Unit: g.pick(genUnits), RequestsPerUnit: uint32(1 + g.rng.IntN(3))}
+			rl := &RateLimit{Unit: g.pick(genUnits), RequestsPerUnit: uint32(1 + g.rng.IntN(3)), Name: g.pick([]string{"", "", "n1", "n2", "n3"})}
 			if g.rng.IntN(10) == 0 {
 				rl.Unlimited, rl.Unit = true, ""
+			} else if g.rng.IntN(4) == 0 {
+				for _, n := range []string{"n1", "n2", "n3"} {
+					if n != rl.Name && g.rng.IntN(2) == 0 {
+						rl.Replaces = append(rl.Replaces, n)
+					}
+				}
 			}
 			d.RateLimit = rl
 			d.ShadowMode = g.rng.IntN(7) == 0
@@ -193,4 +199,65 @@ func TestTranslateMatchesPeer(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTranslateReplacesMatchesPeer: for requests of several descriptors, the rules the
+// translation applies to each descriptor are the limits envoyproxy/ratelimit checks for
+// it once the request's replaces are applied (constructLimitsToCheck).
+func TestTranslateReplacesMatchesPeer(t *testing.T) {
+	ctx := context.Background()
+	checked := 0
+	for seed := range uint64(300) {
+		g := &gen{rng: rand.New(rand.NewPCG(seed, 30))}
+		cs := g.configs()
+		out, err := Translate(cs, Options{MergeDomains: true})
+		if err != nil {
+			if _, ok := err.(*Error); ok {
+				continue
+			}
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		cfg, diags := dsl.Parse(map[string][]byte{"import.hcl": out})
+		if diags.HasErrors() {
+			t.Fatalf("seed %d: %v\n%s", seed, diags, out)
+		}
+		plan, err := engine.Compile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := engine.New(engine.NewLocal(luahost.New()), plan)
+		peer := peerLoad(cs)
+		for range 30 {
+			domain, first := g.descriptor(cs)
+			ds := [][]peerEntry{first}
+			for range g.rng.IntN(3) {
+				ds = append(ds, func() []peerEntry { _, es := g.descriptor(cs); return es }())
+			}
+			want := peerLimitsToCheck(peer, domain, ds)
+			rs := make([]dsl.Request, len(ds))
+			for i, es := range ds {
+				rs[i] = request(domain, es)
+			}
+			dec, err := e.AllowAll(ctx, rs, make([]int64, len(ds)))
+			if err != nil {
+				t.Fatalf("seed %d %v: %v\n%s", seed, ds, err, out)
+			}
+			got := make([]int, len(ds))
+			for _, r := range dec.Rules {
+				got[r.Request]++
+				if w := want[r.Request]; w == nil || r.Limit != int64(w.rpu) {
+					t.Fatalf("seed %d %s %v: descriptor %d: rlctl applies %s (%d), envoyproxy/ratelimit %+v\n%s", seed, domain, ds, r.Request, r.Rule, r.Limit, w, out)
+				}
+			}
+			for i, w := range want {
+				if (w != nil) != (got[i] == 1) {
+					t.Fatalf("seed %d %s %v: descriptor %d: rlctl applies %d rules, envoyproxy/ratelimit %+v\n%s", seed, domain, ds, i, got[i], w, out)
+				}
+				if w != nil && len(ds) > 1 {
+					checked++
+				}
+			}
+		}
+	}
+	t.Logf("%d limits checked in requests of several descriptors", checked)
 }
