@@ -112,8 +112,20 @@ var knownDiffs = []knownDiff{
 	{"fixed_cache_test/near-limit#18", "d1.reset", "design:never-fits", ""},
 
 	{"config_test/basic-lookups#12-13", "d1.name", "design:limit-name", ""},
+	{"service_test/service#3", "d1.name", "design:limit-name", ""},
 
 	{"config_test/limit-override#2-4", "d1.limit,d1.remaining", "pending:limit-override", ""},
+
+	{"service_test/metadata-passed#load", "load", "pending:quota-mode", ""},
+	{"service_test/metadata-all-passed#load", "load", "pending:quota-mode", ""},
+	{"service_test/metadata-overlap#load", "load", "pending:quota-mode", ""},
+	{"service_test/per-descriptor-quota#load", "load", "pending:quota-mode", ""},
+	{"service_test/mixed-per-descriptor#load", "load", "pending:quota-mode", ""},
+	{"service_test/mixed-per-descriptor-under#load", "load", "pending:quota-mode", ""},
+	{"service_test/quota-all-over#load", "load", "pending:quota-mode", ""},
+	{"service_test/quota-some-over#load", "load", "pending:quota-mode", ""},
+	{"service_test/quota-shadow#load", "load", "pending:quota-mode", ""},
+	{"service_test/mixed-shadow-quota#load", "load", "pending:quota-mode", ""},
 }
 
 // reasonText explains each reason once (logged with its count).
@@ -123,6 +135,7 @@ var reasonText = map[string]string{
 	"design:never-fits":          "a call costing more than the whole limit never passes: rlctl gives it no duration_until_reset",
 	"design:limit-name":          "current_limit.name is rlctl's policy.rule, not the rate_limit's name",
 	"pending:limit-override":     "a descriptor's own limit (Envoy's limit override) is ignored; the configured limit applies",
+	"pending:quota-mode":         "quota_mode: the import refuses it",
 }
 
 // TestEnvoyReplay replays the peer's test cases on both backends; see the top of this
