@@ -85,9 +85,22 @@ type Policy struct {
 	// ClockServer.
 	ClockSkew int64
 	Rules     []*Rule // in declaration order, the order the script checks them
+	// Unlimited are the policy's unlimited blocks: requests it leaves unlimited on
+	// purpose (envoyproxy/ratelimit's unlimited: true). They limit nothing and charge
+	// nothing; a request one of them matches, and no rule of the policy applies to, is
+	// reported as unlimited (engine.Decision.Unlimited) rather than as matched by nothing.
+	Unlimited []*Unlimited
 	// Budget is what each of its rules may cost Redis before validate warns: its budget
 	// block, over the files' top-level one, over DefaultBudget.
 	Budget    Budget
+	DeclRange hcl.Range
+}
+
+// Unlimited is an unlimited block of a policy: unlimited "name" { when = ... }.
+type Unlimited struct {
+	Name string
+	// When selects the requests it names; nil means every request the policy matches.
+	When      *Expr
 	DeclRange hcl.Range
 }
 

@@ -39,6 +39,10 @@
 //	    rate      = "10/s"         # the algorithm's parameters...
 //	    burst     = lookup(local.tiers, request.plan, 60)  # ...constants or expressions
 //	  }
+//
+//	  unlimited "internal" {       # requests left unlimited on purpose, reported as such
+//	    when = request.ip == "127.0.0.1"   # bool; default: every request of the policy
+//	  }
 //	}
 //
 //	algorithm "quota" {            # a Lua plugin (see lua/dispatch.lua for the contract)

@@ -22,8 +22,10 @@ var policySchema = &hcl.BodySchema{
 		{Name: "clock_skew"},
 		{Name: "local_share"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "rule", LabelNames: []string{"name"}}, {Type: "budget"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "rule", LabelNames: []string{"name"}}, {Type: "unlimited", LabelNames: []string{"name"}}, {Type: "budget"}},
 }
+
+var unlimitedSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "when"}}}
 
 // ruleAttrs are the attributes every rule has; the algorithm's parameters come on top.
 var ruleAttrs = []hcl.AttributeSchema{
@@ -104,11 +106,14 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 		p.Shard = l.shard(a, guards)
 	}
 
-	var rules, budgets []*hcl.Block
+	var rules, budgets, unlimited []*hcl.Block
 	for _, blk := range content.Blocks {
-		if blk.Type == "budget" {
+		switch blk.Type {
+		case "budget":
 			budgets = append(budgets, blk)
-		} else {
+		case "unlimited":
+			unlimited = append(unlimited, blk)
+		default:
 			rules = append(rules, blk)
 		}
 	}
@@ -135,7 +140,27 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 	for _, r := range p.Rules {
 		l.resolveReplaces(p, r, names)
 	}
-	if len(rules) == 0 {
+	for _, ub := range unlimited {
+		if !l.checkName(ub, "unlimited block") {
+			continue
+		}
+		u := &Unlimited{Name: ub.Labels[0], DeclRange: ub.DefRange}
+		if prev, ok := names[u.Name]; ok {
+			l.add(errorf(ub.LabelRanges[0], "Duplicate rule", "Policy %q already has a rule named %q, at %s. Rules and unlimited blocks share their names within a policy.", p.Name, u.Name, where(prev.DeclRange)))
+			continue
+		}
+		if slices.ContainsFunc(p.Unlimited, func(o *Unlimited) bool { return o.Name == u.Name }) {
+			l.add(errorf(ub.LabelRanges[0], "Duplicate unlimited block", "Policy %q already has an unlimited block named %q.", p.Name, u.Name))
+			continue
+		}
+		uc, d := ub.Body.Content(unlimitedSchema)
+		l.add(d...)
+		if a := uc.Attributes["when"]; a != nil {
+			u.When = l.condition(a, "Unlimited block never applies", "when is always false, so the block names no request. Remove it, or fix the condition.")
+		}
+		p.Unlimited = append(p.Unlimited, u)
+	}
+	if len(rules) == 0 && len(unlimited) == 0 {
 		l.add(errorf(b.DefRange, "Policy has no rules", "Policy %q limits nothing. Add a rule block, for example:\n\n  rule \"per_ip\" {\n    algorithm = \"gcra\"\n    key       = request.ip\n    rate      = \"10/s\"\n    burst     = 20\n  }", p.Name))
 	} else if len(p.Rules) > 0 && !slices.ContainsFunc(p.Rules, func(r *Rule) bool { return !r.Shadow }) {
 		l.add(warnf(b.DefRange, "Policy enforces nothing", "Every rule of policy %q is a shadow rule: requests are counted but never denied. Set shadow = false on the rules to enforce.", p.Name))

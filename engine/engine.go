@@ -215,8 +215,18 @@ type Decision struct {
 	// FromFailOpen or FromFailDeny).
 	Err error
 
-	held []heldLease // concurrency leases taken, for Release
+	held      []heldLease // concurrency leases taken, for Release
+	unlimited []int       // the requests an unlimited block names, in order
 }
+
+// unlimitedFirst is Decision.unlimited for a request of Allow, AllowN or Peek that an
+// unlimited block names (shared: never modified).
+var unlimitedFirst = []int{0}
+
+// Unlimited reports whether an unlimited block of a policy that matched request i (0 for
+// Allow, AllowN and Peek) names it: a request its policy leaves unlimited on purpose
+// (dsl.Policy.Unlimited), which a caller may report as such when no rule applies to it.
+func (d *Decision) Unlimited(i int) bool { return slices.Contains(d.unlimited, i) }
 
 // Holds reports whether d holds concurrency leases for Release to give back.
 func (d *Decision) Holds() bool { return len(d.held) > 0 }
@@ -293,6 +303,7 @@ func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*D
 		return nil, fmt.Errorf("%w: %d requests but %d costs", ErrRequest, len(rs), len(ns))
 	}
 	var all []pending
+	var unlimited []int
 	charging := false
 	for i, r := range rs {
 		n := int64(1)
@@ -304,11 +315,15 @@ func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*D
 		}
 		charging = charging || n > 0
 		var err error
-		if all, err = e.collect(r, n, i, all); err != nil {
+		var unl bool
+		if all, unl, err = e.collect(r, n, i, all); err != nil {
 			if len(rs) > 1 {
 				return nil, fmt.Errorf("request %d: %w", i, err)
 			}
 			return nil, err
+		}
+		if unl {
+			unlimited = append(unlimited, i)
 		}
 		if len(all) > MaxRules {
 			return nil, tooManyRules(len(all))
@@ -319,7 +334,11 @@ func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*D
 	if err != nil {
 		return nil, err
 	}
-	return e.run(ctx, all, uniq, fan, charging)
+	d, err := e.run(ctx, all, uniq, fan, charging)
+	if d != nil {
+		d.unlimited = unlimited
+	}
+	return d, err
 }
 
 // dropReplaced removes from the rules of a decision those that a rule applying to it
@@ -393,7 +412,7 @@ func merge(all []pending) (uniq []pending, fan []int, err error) {
 
 // Reset deletes the state of every rule that applies to r, as if it had never been seen.
 func (e *Engine) Reset(ctx context.Context, r dsl.Request) error {
-	rules, err := e.collect(r, 0, 0, nil)
+	rules, _, err := e.collect(r, 0, 0, nil)
 	if err != nil {
 		return err
 	}
@@ -417,8 +436,9 @@ type pending struct {
 }
 
 // collect evaluates the plan for r, request number req of a batch: it appends to out every
-// applicable rule with its key, cost and params.
-func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) ([]pending, error) {
+// applicable rule with its key, cost and params. unlimited reports whether an unlimited
+// block of a policy that matches r names it.
+func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) (_ []pending, unlimited bool, _ error) {
 	if out == nil {
 		out = make([]pending, 0, min(e.plan.rules, 16))
 	}
@@ -428,7 +448,7 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) ([]pend
 		if p.Match != nil {
 			ok, err := p.Match.Bool(r)
 			if err != nil {
-				return nil, fmt.Errorf("%w: policy %q match: %v", ErrRequest, p.Name, err)
+				return nil, false, fmt.Errorf("%w: policy %q match: %v", ErrRequest, p.Name, err)
 			}
 			if !ok {
 				continue
@@ -438,7 +458,7 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) ([]pend
 		if p.Shard != nil {
 			s, err := p.Shard.String(r)
 			if err != nil {
-				return nil, fmt.Errorf("%w: policy %q shard: %v", ErrRequest, p.Name, err)
+				return nil, false, fmt.Errorf("%w: policy %q shard: %v", ErrRequest, p.Name, err)
 			}
 			shard = s
 		}
@@ -446,7 +466,7 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) ([]pend
 			if ru.When != nil {
 				ok, err := ru.When.Bool(r)
 				if err != nil {
-					return nil, fmt.Errorf("%w: policy %q rule %q when: %v", ErrRequest, p.Name, ru.Name, err)
+					return nil, false, fmt.Errorf("%w: policy %q rule %q when: %v", ErrRequest, p.Name, ru.Name, err)
 				}
 				if !ok {
 					continue
@@ -454,23 +474,23 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) ([]pend
 			}
 			key, err := ru.Key.String(r)
 			if err != nil {
-				return nil, fmt.Errorf("%w: policy %q rule %q key: %v", ErrRequest, p.Name, ru.Name, err)
+				return nil, false, fmt.Errorf("%w: policy %q rule %q key: %v", ErrRequest, p.Name, ru.Name, err)
 			}
 			cost := int64(1)
 			if ru.Cost != nil {
 				if cost, err = ru.Cost.Int(r); err != nil {
-					return nil, fmt.Errorf("%w: policy %q rule %q cost: %v", ErrRequest, p.Name, ru.Name, err)
+					return nil, false, fmt.Errorf("%w: policy %q rule %q cost: %v", ErrRequest, p.Name, ru.Name, err)
 				}
 				if cost < 0 {
-					return nil, fmt.Errorf("%w: policy %q rule %q: negative cost %d", ErrRequest, p.Name, ru.Name, cost)
+					return nil, false, fmt.Errorf("%w: policy %q rule %q: negative cost %d", ErrRequest, p.Name, ru.Name, cost)
 				}
 			}
 			if n != 0 && cost > algorithms.MaxInt/n {
-				return nil, fmt.Errorf("%w: policy %q rule %q: cost %d × %d is too large", ErrRequest, p.Name, ru.Name, cost, n)
+				return nil, false, fmt.Errorf("%w: policy %q rule %q: cost %d × %d is too large", ErrRequest, p.Name, ru.Name, cost, n)
 			}
 			wire, err := ru.Wire(r)
 			if err != nil {
-				return nil, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
+				return nil, false, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
 			}
 			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key)
 			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire, Compiled: e.plan.compiled[ru]}
@@ -479,8 +499,21 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) ([]pend
 			}
 			out = append(out, pending{policy: p, rule: ru, call: c, client: p.Clock == dsl.ClockClient, req: req})
 		}
+		for _, u := range p.Unlimited {
+			if unlimited {
+				break
+			}
+			ok := true
+			if u.When != nil {
+				var err error
+				if ok, err = u.When.Bool(r); err != nil {
+					return nil, false, fmt.Errorf("%w: policy %q unlimited %q when: %v", ErrRequest, p.Name, u.Name, err)
+				}
+			}
+			unlimited = ok
+		}
 	}
-	return out, nil
+	return out, unlimited, nil
 }
 
 func hasLease(a *algorithms.Algorithm) bool {
@@ -558,7 +591,7 @@ func tooManyRules(n int) error {
 }
 
 func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision, error) {
-	rules, err := e.collect(r, n, 0, nil)
+	rules, unl, err := e.collect(r, n, 0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -566,6 +599,13 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 		return nil, tooManyRules(len(rules))
 	}
 	rules = e.dropReplaced(rules)
+	if unl {
+		d, err := e.run(ctx, rules, rules, nil, n > 0)
+		if d != nil {
+			d.unlimited = unlimitedFirst
+		}
+		return d, err
+	}
 	return e.run(ctx, rules, rules, nil, n > 0)
 }
 

@@ -169,7 +169,8 @@ func legacyHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus, names *
 // denied, with its closest counted rule as the current limit: the first that denied, else
 // the enforcing one with the least remaining, else a shadow rule (which, as in
 // envoyproxy/ratelimit's shadow mode, reports its limit and remaining but is never
-// OVER_LIMIT).
+// OVER_LIMIT). A descriptor no rule applies to is OK with no limit, and 4294967295
+// remaining when an unlimited block names it.
 func descriptorStatus(d *engine.Decision, i int) *rlsv3.RateLimitResponse_DescriptorStatus {
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 	var pick *engine.RuleResult
@@ -190,6 +191,10 @@ func descriptorStatus(d *engine.Decision, i int) *rlsv3.RateLimitResponse_Descri
 		}
 	}
 	if pick == nil {
+		if d.Unlimited(i) {
+			// As envoyproxy/ratelimit answers for an unlimited descriptor.
+			st.LimitRemaining = math.MaxUint32
+		}
 		return st
 	}
 	st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{

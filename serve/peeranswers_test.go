@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -33,6 +34,9 @@ descriptors:
     rate_limit: {unit: week, requests_per_unit: 2}
   - key: user
     rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: user
+    value: root
+    rate_limit: {unlimited: true}
   - key: trial
     rate_limit: {unit: second, requests_per_unit: 1}
     shadow_mode: true
@@ -55,7 +59,8 @@ func quotaRequest(kv ...string) *rlsv3.RateLimitRequest {
 // TestEnvoyAnswersAsPeer: the answers envoyproxy/ratelimit gives where rlctl's semantics
 // are the same: a request without a domain is refused; month, year and week limits report
 // their units; under ShadowMode a request over the limit is OK with its statuses as they
-// are (and no Retry-After); legacy headers name the descriptor closest to its limit.
+// are (and no Retry-After); legacy headers name the descriptor closest to its limit; an
+// unlimited descriptor has 4294967295 remaining, one that matches nothing 0.
 func TestEnvoyAnswersAsPeer(t *testing.T) {
 	for _, backend := range backendNames {
 		t.Run(backend, func(t *testing.T) {
@@ -78,6 +83,17 @@ func TestEnvoyAnswersAsPeer(t *testing.T) {
 				}
 			}
 
+			resp, err := f.rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "quota", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("user", "root"), desc("nothing", "x")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := resp.Statuses[0]; st.Code != rlsv3.RateLimitResponse_OK || st.CurrentLimit != nil || st.LimitRemaining != math.MaxUint32 {
+				t.Errorf("unlimited descriptor: %v, want OK, no limit, 4294967295 remaining", st)
+			}
+			if st := resp.Statuses[1]; st.Code != rlsv3.RateLimitResponse_OK || st.CurrentLimit != nil || st.LimitRemaining != 0 {
+				t.Errorf("a descriptor no limit matches: %v, want OK, no limit, 0 remaining", st)
+			}
+
 			f = startPeer(t, backend, func(c *Config) { c.ShadowMode = true })
 			for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
 				resp, err := f.rls.ShouldRateLimit(ctx, quotaRequest("user", "u"))
@@ -97,7 +113,7 @@ func TestEnvoyAnswersAsPeer(t *testing.T) {
 			})
 			f.clock.Set(time.Date(2030, 1, 1, 12, 0, 15, 500e6, time.UTC))
 			two := &rlsv3.RateLimitRequest{Domain: "quota", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("plan", "weekly"), desc("user", "v")}}
-			resp, err := f.rls.ShouldRateLimit(ctx, two)
+			resp, err = f.rls.ShouldRateLimit(ctx, two)
 			if err != nil {
 				t.Fatal(err)
 			}

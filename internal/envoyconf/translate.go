@@ -104,7 +104,7 @@ func Translate(cfgs []*Config, opts Options) ([]byte, error) {
 		for _, r := range t.rules {
 			b.WriteString("\n")
 			b.WriteString(r.text)
-			if r.name != "" {
+			if r.name != "" && !r.closed {
 				t.writeReplaces(&b, r)
 				b.WriteString("}\n")
 			}
@@ -136,10 +136,11 @@ type step struct {
 	siblings []*Descriptor
 }
 
-// ruleText is a rule as written, without its replaces and closing brace; or, with no
-// name, a comment where a rule could not be.
+// ruleText is a rule as written, without its replaces and closing brace; an unlimited
+// block, whole; or, with no name, a comment where a rule could not be.
 type ruleText struct {
 	text     string
+	closed   bool     // text is the whole block (an unlimited block)
 	name     string   // the rlctl rule's
 	limit    string   // the rate_limit's name, which replaces name
 	replaces []string // the rate_limits' names it replaces
@@ -192,9 +193,7 @@ func (t *translator) rule(path []step) {
 		t.err = &Error{Name: t.cfg.Name, Pos: rl.Pos, Msg: fmt.Sprintf("descriptor %s: an unlimited rate_limit's replaces has no rlctl equivalent", where),
 			Hint: "rlctl has no rule for an unlimited descriptor to carry replaces on; give the descriptor a limit, or remove replaces"}
 		return
-	case rl.Unlimited:
-		return // no rule; its value still takes its descriptors from its siblings
-	case rl.RequestsPerUnit == 0:
+	case rl.RequestsPerUnit == 0 && !rl.Unlimited:
 		t.err = &Error{Name: t.cfg.Name, Pos: rl.Pos, Msg: fmt.Sprintf("descriptor %s: requests_per_unit: 0 (every request over the limit) has no rlctl equivalent yet", where),
 			Hint: "Block the descriptor before it reaches the rate limit service, or give it a limit"}
 		return
@@ -217,6 +216,13 @@ func (t *translator) rule(path []step) {
 		if s.node.Value == "" || s.node.wildcard() && !s.node.ShareThreshold {
 			open = append(open, ref)
 		}
+	}
+	if rl.Unlimited {
+		// No limit: an unlimited block, so that serve answers as envoyproxy/ratelimit does.
+		name := uniqueName(ruleName(path), t.names)
+		text := fmt.Sprintf("# %s: unlimited.\nunlimited %q {\nwhen = %s\n}\n", where, name, strings.Join(conds, " && "))
+		t.rules = append(t.rules, &ruleText{text: text, name: name, closed: true})
+		return
 	}
 	var key string
 	switch len(open) {
@@ -261,7 +267,7 @@ func (t *translator) writeReplaces(b *strings.Builder, r *ruleText) {
 	var names []string
 	for _, n := range r.replaces {
 		for _, o := range t.rules {
-			if o.name != "" && o != r && o.limit == n && !slices.Contains(names, o.name) {
+			if o.name != "" && !o.closed && o != r && o.limit == n && !slices.Contains(names, o.name) {
 				names = append(names, o.name)
 			}
 		}

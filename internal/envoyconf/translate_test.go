@@ -156,7 +156,8 @@ func TestTranslateMatchesPeer(t *testing.T) {
 		for i := range descriptors {
 			domain, es := g.descriptor(cs)
 			want := peerGetLimit(peer, domain, es)
-			if want != nil && want.unlimited {
+			unlimited := want != nil && want.unlimited
+			if unlimited {
 				want = nil
 			}
 			r := request(domain, es)
@@ -167,6 +168,9 @@ func TestTranslateMatchesPeer(t *testing.T) {
 			fail := func(format string, args ...any) {
 				t.Helper()
 				t.Fatalf("seed %d descriptor %s %v: %s\n%s", seed, domain, es, fmt.Sprintf(format, args...), out)
+			}
+			if dec.Unlimited(0) != unlimited {
+				fail("envoyproxy/ratelimit's limit is unlimited: %v; rlctl's decision: %v", unlimited, dec.Unlimited(0))
 			}
 			if want == nil {
 				if len(dec.Rules) != 0 || !dec.Allowed {
