@@ -104,11 +104,13 @@ var knownDiffs = []knownDiff{
 	{"integration_test/basic-local-cache#38-42", "d1.remaining", "design:all-or-nothing", ""},
 	{"integration_test/basic-per-second-local-cache#38-42", "d1.remaining", "design:all-or-nothing", ""},
 	{"integration_test/basic-cache-prefix#38-42", "d1.remaining", "design:all-or-nothing", ""},
+	{"scripts/replaces-supported#16", "d1.remaining", "design:all-or-nothing", ""},
 
 	// The peer counted an earlier over-limit call past the limit; rlctl did not, so a call
 	// that adds nothing (hits_addend 0) is within it.
 	{"fixed_cache_test/redis#10", "d1.code", "design:denied-not-counted", ""},
 	{"fixed_cache_test/redis-per-second#10", "d1.code", "design:denied-not-counted", ""},
+	{"scripts/token-quota-supported#7", "overall,d1.code", "design:denied-not-counted", ""},
 
 	{"fixed_cache_test/near-limit#14", "d1.remaining", "design:remaining-on-denial", ""},
 	{"fixed_cache_test/near-limit#16", "d1.remaining", "design:remaining-on-denial", ""},
@@ -120,6 +122,8 @@ var knownDiffs = []knownDiff{
 
 	{"config_test/basic-lookups#12-13", "d1.name", "design:limit-name", ""},
 	{"service_test/service#3", "d1.name", "design:limit-name", ""},
+
+	{"scripts/token-quota-supported#1", "d1.reset", "bug:reset-unused-window", ""},
 
 	{"config_test/limit-override#2-4", "d1.limit,d1.remaining", "pending:limit-override", ""},
 
@@ -135,6 +139,15 @@ var knownDiffs = []knownDiff{
 	{"service_test/mixed-shadow-quota#load", "load", "pending:quota-mode", ""},
 
 	// example.yaml's bar=banned (0 a minute) is the first thing the import refuses in it.
+	{"examples/example-lookups#load", "load", "pending:zero-limit", ""},
+	{"scripts/multiservice-tokenquota#load", "load", "pending:zero-limit", ""},
+	{"scripts/quota#load", "load", "pending:zero-limit", ""},
+	{"scripts/replaces#load", "load", "pending:zero-limit", ""},
+	{"scripts/simple-get#load", "load", "pending:zero-limit", ""},
+	{"scripts/token-quota#load", "load", "pending:zero-limit", ""},
+	{"scripts/trigger-ratelimit#load", "load", "pending:zero-limit", ""},
+	{"scripts/trigger-shadow-mode-key#load", "load", "pending:zero-limit", ""},
+	{"scripts/value-included-in-stats-key#load", "load", "pending:zero-limit", ""},
 	{"integration_test/reload#r1", "reload", "pending:zero-limit", ""},
 	{"integration_test/reload#2", "d1.limit,d1.remaining,d1.reset", "pending:zero-limit", ""},
 }
@@ -146,6 +159,7 @@ var reasonText = map[string]string{
 	"design:remaining-on-denial": "an OVER_LIMIT status says what remains for a call that fits (the denied call charged nothing); the peer says 0",
 	"design:never-fits":          "a call costing more than the whole limit never passes: rlctl gives it no duration_until_reset",
 	"design:limit-name":          "current_limit.name is rlctl's policy.rule, not the rate_limit's name",
+	"bug:reset-unused-window":    "a call that adds nothing to an unused window gets duration_until_reset 0s, not the window's end",
 	"pending:limit-override":     "a descriptor's own limit (Envoy's limit override) is ignored; the configured limit applies",
 	"pending:quota-mode":         "quota_mode: the import refuses it",
 	"pending:zero-limit":         "requests_per_unit: 0: the import refuses it",
