@@ -252,9 +252,13 @@ type RuleResult struct {
 	// Request indexes AllowAll's requests: the one this rule applied to (0 for Allow,
 	// AllowN and Peek).
 	Request int
+	// Cost is what the request asked of the rule: its units times the rule's cost (0 for
+	// a peek). Requests of AllowAll that share the rule's key are charged their costs
+	// together; an answer of the deny cache has the cost it checked.
+	Cost int64
 
 	evaluated bool
-	cost      int64 // what this request asked of the rule
+	cost      int64 // Cost, with those of the requests that share its key: what the key is charged
 }
 
 type heldLease struct {
@@ -626,7 +630,7 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 		d.Rules[i] = RuleResult{
 			Policy: all[i].policy.Name, Rule: all[i].rule.Name, Algorithm: all[i].call.Algorithm.Name,
 			Shadow: all[i].call.Shadow, Allowed: true, Key: all[i].call.Key, Window: w,
-			Request: all[i].req, cost: cost,
+			Request: all[i].req, Cost: all[i].call.Cost, cost: cost,
 		}
 	}
 	if len(all) == 0 {
@@ -644,7 +648,7 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 		if res, ok := e.cache.lookup(rules, sent); ok {
 			for i := range rules {
 				if rules[i].call.Key == res.Key {
-					res.Request = rules[i].req
+					res.Request, res.Cost = rules[i].req, rules[i].call.Cost
 					break
 				}
 			}
