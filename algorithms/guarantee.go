@@ -157,10 +157,22 @@ func (a *Algorithm) TermsOf(w []int64) (t Terms, ok bool, err error) {
 	if err != nil {
 		return Terms{}, false, fmt.Errorf("%s's guarantee: %w", a.Name, err)
 	}
-	if t.Amount < 1 || (g.Shape != ShapeRate && t.Interval < 1) || (g.Shape == ShapeRate && (t.Rate < 1 || t.Period < 1)) {
+	if t.Amount < a.amountMin() || (g.Shape != ShapeRate && t.Interval < 1) || (g.Shape == ShapeRate && (t.Rate < 1 || t.Period < 1)) {
 		return Terms{}, false, fmt.Errorf("%s's guarantee gives %+v for parameters %v: every figure must be positive", a.Name, t, w)
 	}
 	return t, true, nil
+}
+
+// amountMin is the smallest Terms.Amount a's guarantee may give: the Min of the parameter
+// the amount is (Guarantee.Share.Amount), so 0 where a rule may admit nothing (a limit of
+// 0: at most 0 in every window); 1 when the guarantee names no parameter.
+func (a *Algorithm) amountMin() int64 {
+	if s := a.Guarantee.Share; s != nil && s.Amount >= 0 {
+		if p, ok := a.paramAt(s.Amount); ok {
+			return p.Min()
+		}
+	}
+	return 1
 }
 
 // windowTerms and rateTerms read the built-ins' fixed layouts: the wire slots of the

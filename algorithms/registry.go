@@ -12,7 +12,7 @@ import (
 type Kind int
 
 const (
-	// Count is a positive integer: a limit, a capacity, a burst.
+	// Count is a whole number of at least Param.Min: a limit, a capacity, a burst.
 	Count Kind = iota
 	// Duration is a positive number of microseconds (policies write "250ms", "1m").
 	Duration
@@ -34,6 +34,38 @@ type Param struct {
 	// It is the parameter the guarantee's Amount is (a plugin's when its amount is a plain
 	// reference to a count parameter).
 	Capacity bool
+	// Zero marks a Count that may be 0: a rule whose value is 0 admits nothing. Every
+	// request of positive cost is then over it (denied with retry-after Never, writing
+	// nothing) and a peek (cost 0) passes, charging nothing: envoyproxy/ratelimit's
+	// requests_per_unit = 0. Every other numeric wire value is at least 1 (see Min); a
+	// Param written without Zero, such as a plugin's, is positive.
+	Zero bool
+}
+
+// Min is the smallest wire value the parameter takes: 0 for a Count marked Zero, else 1
+// (a Rate's amount and period alike). Validate and the dispatcher's parsing of parameters
+// (lua/dispatch.lua, by the kind the algorithm's Lua declares: see luaKind) hold every
+// value to it.
+func (p Param) Min() int64 {
+	if p.Zero && p.Kind == Count {
+		return 0
+	}
+	return 1
+}
+
+// luaKind is the kind the algorithm's Lua declares for each wire value of the parameter,
+// in its params table: 'pos' for an integer of at least 1, 'nat' for one of at least 0
+// (Min 0), 'str' for a lease; a Rate is two values.
+func (p Param) luaKind() []string {
+	switch {
+	case p.Kind == Lease:
+		return []string{"str"}
+	case p.Kind == Rate:
+		return []string{"pos", "pos"}
+	case p.Min() == 0:
+		return []string{"nat"}
+	}
+	return []string{"pos"}
 }
 
 // slots is the number of wire values the parameter occupies.
@@ -71,19 +103,24 @@ func (a *Algorithm) WireLen() int {
 	return n
 }
 
-// Validate reports whether wire parameters w are acceptable: every numeric value positive
-// and every product the Lua forms within 2^53. A Lease slot carries no number (the lease
-// travels as a string, see Rule.Lease) and is not checked.
+// Validate reports whether wire parameters w are acceptable: every numeric value at least
+// its parameter's Min and at most 2^53, and every product the Lua forms within 2^53. A
+// Lease slot carries no number (the lease travels as a string, see Rule.Lease) and is not
+// checked.
 func (a *Algorithm) Validate(w []int64) error {
 	if len(w) != a.WireLen() {
 		return fmt.Errorf("%s takes %d parameter values, got %d", a.Name, a.WireLen(), len(w))
 	}
 	for i, v := range w {
-		if a.isLeaseSlot(i) {
+		p, _ := a.paramAt(i)
+		if p.Kind == Lease {
 			continue
 		}
-		if v < 1 {
-			return fmt.Errorf("%s: parameter value %d must be positive, got %d", a.Name, i+1, v)
+		if least := p.Min(); v < least {
+			if least == 1 {
+				return fmt.Errorf("%s: parameter value %d must be positive, got %d", a.Name, i+1, v)
+			}
+			return fmt.Errorf("%s: parameter value %d must be at least %d, got %d", a.Name, i+1, least, v)
 		}
 		if v > MaxInt {
 			return fmt.Errorf("%s: parameter value %d is above 2^53", a.Name, i+1)
@@ -95,15 +132,21 @@ func (a *Algorithm) Validate(w []int64) error {
 	return nil
 }
 
-// isLeaseSlot reports whether wire slot i is a Lease parameter.
-func (a *Algorithm) isLeaseSlot(i int) bool {
+// paramAt returns the parameter wire slot i belongs to; ok is false past the last.
+func (a *Algorithm) paramAt(i int) (p Param, ok bool) {
 	for _, p := range a.Params {
 		if i < p.slots() {
-			return p.Kind == Lease
+			return p, true
 		}
 		i -= p.slots()
 	}
-	return false
+	return Param{}, false
+}
+
+// isLeaseSlot reports whether wire slot i is a Lease parameter.
+func (a *Algorithm) isLeaseSlot(i int) bool {
+	p, ok := a.paramAt(i)
+	return ok && p.Kind == Lease
 }
 
 // MaxInt is 2^53, the largest integer every Lua number holds exactly.
@@ -128,7 +171,10 @@ func boundProduct(name string, i, j int, limit int64, what string) func(w []int6
 }
 
 var (
-	countParam  = func(name, doc string) Param { return Param{Name: name, Kind: Count, Doc: doc, Capacity: true} }
+	countParam = func(name, doc string) Param { return Param{Name: name, Kind: Count, Doc: doc, Capacity: true} }
+	// limitParam is a window's limit, which may be 0: a rule that admits nothing (see
+	// Param.Zero).
+	limitParam  = Param{Name: "limit", Kind: Count, Doc: "cost allowed per window (0 admits nothing)", Capacity: true, Zero: true}
 	windowParam = Param{Name: "window", Kind: Duration, Doc: "the window length"}
 	hashCmds    = []string{"HMGET", "HSET", "PEXPIRE", "DEL"}
 	windowCmds  = []string{"HMGET", "HSET", "PEXPIRE"}
@@ -140,7 +186,7 @@ var builtin = []*Algorithm{
 	{
 		Name:     "fixed_window",
 		Doc:      "At most limit per aligned window; allows up to 2x limit across a window boundary.",
-		Params:   []Param{countParam("limit", "cost allowed per window"), windowParam},
+		Params:   []Param{limitParam, windowParam},
 		Commands: windowCmds,
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}, Bound: Ratio{2, 1},
 			Why: "fixed_window lets a burst straddle a window boundary: up to limit at the end of one window and limit again at the start of the next; use sliding_log, sliding_window or gcra for a smooth limit"},
@@ -164,7 +210,7 @@ var builtin = []*Algorithm{
 	{
 		Name:     "sliding_window",
 		Doc:      "The two-window weighted estimate: limit per window with O(1) memory.",
-		Params:   []Param{countParam("limit", "cost allowed per window"), windowParam},
+		Params:   []Param{limitParam, windowParam},
 		Commands: windowCmds,
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}, Bound: Ratio{2, 1},
 			Why: "sliding_window estimates the previous window's traffic as spread evenly, so traffic bunched at the end of a window gets up to 2×limit through in a window-long interval; use sliding_log where the limit must be exact"},

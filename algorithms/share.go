@@ -37,7 +37,7 @@ func (a *Algorithm) CanShare() bool {
 //
 //   - the amount (Terms.Amount: a limit, capacity, burst or max) becomes
 //     max(1, floor(amount / n)): a limit of 2 among 3 instances is 1 each, 3 in all, the
-//     most that 1 per instance can keep;
+//     most that 1 per instance can keep; a limit of 0 (a rule that admits nothing) stays 0;
 //   - a rate (Terms.Rate per Terms.Period) keeps its amount and has its period multiplied
 //     by n, exactly 1/n of it: "10/s" among 3 is 10 per 3s;
 //   - a window or a lease's lifetime is unchanged.
@@ -59,7 +59,7 @@ func (a *Algorithm) Share(w []int64, n int64) ([]int64, error) {
 	}
 	s := a.Guarantee.Share
 	out := slices.Clone(w)
-	out[s.Amount] = max(1, w[s.Amount]/n)
+	out[s.Amount] = max(min(w[s.Amount], 1), w[s.Amount]/n)
 	if a.Guarantee.Shape == ShapeRate {
 		p := w[s.Rate+1]
 		if p > math.MaxInt64/n || p*n > MaxInt {

@@ -28,13 +28,23 @@ type traceKey struct {
 	params []int64
 }
 
-// randomParams draws small parameters so that traces reach every branch often.
+// randomParams draws small parameters so that traces reach every branch often, a count
+// that may be 0 (Param.Min) being 0 in one draw of 13: a rule that admits nothing.
 func randomParams(rng *rand.Rand, a *Algorithm) []int64 {
-	return paramsAtLeast(rng, a, 0)
+	w := paramsAtLeast(rng, a, 0)
+	i := 0
+	for _, p := range a.Params {
+		if p.Min() == 0 && rng.IntN(13) == 0 {
+			w[i] = 0
+		}
+		i += p.slots()
+	}
+	return w
 }
 
 // paramsAtLeast draws parameters whose durations and periods are at least floor µs (plus
-// the usual small offsets), for tests where real time must not expire anything.
+// the usual small offsets), for tests where real time must not expire anything. Counts
+// are at least 1.
 func paramsAtLeast(rng *rand.Rand, a *Algorithm, floor int64) []int64 {
 	var w []int64
 	for _, p := range a.Params {
@@ -122,7 +132,7 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			case x < 11:
 				cost = 1
 			case x < 18:
-				cost = 1 + rng.Int64N(cp)
+				cost = 1 + rng.Int64N(max(cp, 1))
 			default:
 				cost = cp + 1 + rng.Int64N(3)
 			}
@@ -418,6 +428,12 @@ func (e hostExec) run(calls []Call) ([]Reply, error) {
 		out[i] = r
 		for _, rr := range r.Rules {
 			horizon = max(horizon, server+rr.ResetAfter+calls[i].Skew)
+		}
+		if calls[i].Op == OpRefund && horizon > 0 {
+			// A refund replies with no reset-after: it only lowers state, but it computes
+			// TTLs from its caller's clock, so a caller lagging the server by lag keeps a
+			// key up to lag longer than the reset-afters reported before it.
+			horizon += max(0, server-calls[i].Now)
 		}
 	}
 	if horizon > 0 {

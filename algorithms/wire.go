@@ -7,8 +7,10 @@ import (
 	"strings"
 )
 
-// Protocol is the ARGV layout version the dispatcher speaks; a mismatch is an error reply.
-const Protocol = "4"
+// Protocol is the version of the ARGV contract the dispatcher speaks (its layout and the
+// values each parameter kind takes: see Param.Min); a mismatch is an error reply. It
+// matches PROTOCOL in lua/prelude.lua.
+const Protocol = "5"
 
 // Op selects what a call does.
 type Op string

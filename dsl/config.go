@@ -187,6 +187,8 @@ type Param struct {
 	// wire values per key, precomputed and checked at load time.
 	table map[string][]int64
 	def   []int64
+	// zero: the parameter is a count that may be 0 (algorithms.Param.Min).
+	zero bool
 }
 
 // Wire returns the parameter's wire values for request r: Const, or the expression's value
@@ -213,7 +215,11 @@ func (p *Param) Wire(r Request) ([]int64, error) {
 	case algorithms.Count:
 		var n int64
 		if n, err = p.Expr.Int(r); err == nil {
-			w, err = countWire(n)
+			least := int64(1)
+			if p.zero {
+				least = 0
+			}
+			w, err = countWire(n, least)
 		}
 	case algorithms.Duration, algorithms.Rate:
 		var s string

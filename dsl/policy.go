@@ -515,13 +515,13 @@ func (l *loader) param(r *Rule, ap algorithms.Param, a *hcl.Attribute) (*Param, 
 	if e == nil {
 		return nil, nil
 	}
-	p := &Param{Name: ap.Name, Kind: ap.Kind, Range: a.Range}
+	p := &Param{Name: ap.Name, Kind: ap.Kind, Range: a.Range, zero: ap.Min() == 0}
 	if e.kind == kindConst {
 		if e.val.IsNull() {
 			l.add(errorf(a.Expr.Range(), "Missing "+ap.Name, "%s is null; rule %q needs a value, such as %s.", ap.Name, r.Name, exampleParam(ap)))
 			return nil, nil
 		}
-		w, err := constWire(ap.Kind, e.val)
+		w, err := constWire(ap, e.val)
 		if err != nil {
 			l.add(paramError(a, ap, ap.Name, err))
 			return nil, nil
@@ -534,14 +534,14 @@ func (l *loader) param(r *Rule, ap algorithms.Param, a *hcl.Attribute) (*Param, 
 		p.table = make(map[string][]int64, len(e.table))
 		failed := false
 		for _, k := range sortedKeys(e.table) {
-			w, err := constWire(ap.Kind, e.table[k])
+			w, err := constWire(ap, e.table[k])
 			if err != nil {
 				l.add(paramError(a, ap, fmt.Sprintf("%s for key %q", ap.Name, k), err))
 				failed = true
 			}
 			p.table[k] = w
 		}
-		w, err := constWire(ap.Kind, e.def)
+		w, err := constWire(ap, e.def)
 		if err != nil {
 			l.add(paramError(a, ap, "default "+ap.Name, err))
 			failed = true
@@ -557,7 +557,7 @@ func (l *loader) param(r *Rule, ap algorithms.Param, a *hcl.Attribute) (*Param, 
 	}
 	var ws [][]int64
 	for _, v := range vals {
-		w, err := constWire(ap.Kind, v)
+		w, err := constWire(ap, v)
 		if err != nil {
 			l.add(paramError(a, ap, fmt.Sprintf("%s (it can be %s)", ap.Name, showValue(v)), err))
 			return nil, nil
@@ -609,8 +609,8 @@ type valueError string
 func (e valueError) Error() string { return string(e) }
 
 // constWire converts a constant parameter value to its wire values.
-func constWire(kind algorithms.Kind, v cty.Value) ([]int64, error) {
-	switch kind {
+func constWire(ap algorithms.Param, v cty.Value) ([]int64, error) {
+	switch kind := ap.Kind; kind {
 	case algorithms.Count:
 		if v.Type() == cty.Number && !v.IsNull() {
 			f := v.AsBigFloat()
@@ -625,7 +625,7 @@ func constWire(kind algorithms.Kind, v cty.Value) ([]int64, error) {
 		if err != nil {
 			return nil, err
 		}
-		return countWire(n)
+		return countWire(n, ap.Min())
 	case algorithms.Duration, algorithms.Rate:
 		if v.Type() == cty.Number {
 			if kind == algorithms.Duration {
@@ -642,10 +642,11 @@ func constWire(kind algorithms.Kind, v cty.Value) ([]int64, error) {
 	return []int64{0}, nil
 }
 
-// countWire checks a count: at least 1, at most 2^53.
-func countWire(n int64) ([]int64, error) {
-	if n < 1 {
-		return nil, valueError(fmt.Sprintf("must be at least 1, not %d", n))
+// countWire checks a count: at least least (the parameter's Min: 1, or 0 for a limit that
+// may admit nothing), at most 2^53.
+func countWire(n, least int64) ([]int64, error) {
+	if n < least {
+		return nil, valueError(fmt.Sprintf("must be at least %d, not %d", least, n))
 	}
 	if n > algorithms.MaxInt {
 		return nil, valueError(fmt.Sprintf("must be at most 2^53 (%d), not %d", int64(algorithms.MaxInt), n))

@@ -14,7 +14,9 @@
 --       [6] number of rules n (= #KEYS)
 --       then per rule, either
 --         a rule written out: algorithm name, cost (integer >= 0), flags (bit 1: shadow),
---         and the algorithm's parameters (a fixed count per algorithm); or
+--         and the algorithm's parameters (a fixed count per algorithm, each of the kind
+--         its params table declares: 'pos' an integer >= 1, 'nat' an integer >= 0, such
+--         as a limit of 0 that admits nothing, 'str' a non-empty string); or
 --         a compiled rule: "@k" (the script's k-th compiled rule, whose algorithm, shadow
 --         flag and constant parameters the script holds), cost, then only the values of
 --         the parameters the rule leaves to each request, in wire order.
@@ -121,11 +123,13 @@ local function rule_at(ARGV, r, a, loaded)
   for i = 1, m do
     local j = sent and sent[i] or i
     local s = ARGV[a + width - 1 + i]
-    local v
-    if kinds[j] == 'str' then
+    local v, kind = nil, kinds[j]
+    if kind == 'str' then
       if s ~= nil and s ~= '' then
         v = s
       end
+    elseif kind == 'nat' then
+      v = int_arg(s, 0)
     else
       v = int_arg(s, 1)
     end

@@ -1,7 +1,9 @@
 -- fixed_window: at most `limit` cost per aligned window [k*window, (k+1)*window).
 --
 -- KEYS:   the rule's key, a hash {w = window index k, n = cost charged in window k}.
--- params: limit (count >= 1), window (microseconds >= 1).
+-- params: limit (count >= 0), window (microseconds >= 1). A limit of 0 admits nothing:
+--         every cost above 0 is over it (retry_after -1, nothing written) and a peek
+--         (cost 0) of a key nothing was charged to is allowed, with remaining 0.
 -- check:  allowed iff n + cost <= limit, where n counts only the current window.
 --         remaining = limit - n (after the charge when allowed), never below 0.
 --         retry_after = the end of the current window (the next window is empty), -1 when
@@ -14,7 +16,7 @@
 -- Known:  a client can spend `limit` at the end of one window and `limit` again at the start
 --         of the next: up to 2*limit in any window-long interval. verify reports this.
 
-params = {'pos', 'pos'}
+params = {'nat', 'pos'}
 
 
 -- used returns the window a request at window index win counts in (the key's, when that

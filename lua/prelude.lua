@@ -24,7 +24,10 @@
 -- (Lua 5.1 prints them with %.14g); they reach Redis only as redis.call arguments, which
 -- Redis formats exactly.
 
-local PROTOCOL = "4"
+-- PROTOCOL is the version of the ARGV contract (dispatch.lua): its layout and the values
+-- each parameter kind takes. A caller of another version gets an error, never a misparse.
+-- 5: a parameter of kind 'nat' (fixed_window's and sliding_window's limit) may be 0.
+local PROTOCOL = "5"
 local MAX_INT = 9007199254740992 -- 2^53
 -- call and redis_pcall are redis.call and redis.pcall; tonumber, type, floor and ceil the
 -- standard functions (math.floor, math.ceil): locals, which cost one register read where a

@@ -3,7 +3,10 @@
 --
 -- KEYS:   the rule's key, a hash {w = current window index k, c = cost charged in window k,
 --         p = cost charged in window k - 1}.
--- params: limit (count >= 1), window (microseconds >= 1); limit * window <= 2^51.
+-- params: limit (count >= 0), window (microseconds >= 1); limit * window <= 2^51. A limit
+--         of 0 admits nothing: every cost above 0 is over it (retry_after -1, nothing
+--         written) and a peek (cost 0) of a key nothing was charged to is allowed, with
+--         remaining 0.
 -- check:  with e = now - k*window (elapsed in the current window),
 --           estimate = p * (window - e) / window + c
 --         allowed iff estimate + cost <= limit, compared exactly in integers:
@@ -23,7 +26,7 @@
 --         reopen a window.
 -- TTL:    until the current window's count stops weighing, i.e. the end of the next window.
 
-params = {'pos', 'pos'}
+params = {'nat', 'pos'}
 
 
 function validate(p)
