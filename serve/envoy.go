@@ -81,6 +81,9 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	rs := make([]dsl.Request, len(ds))
 	ns := make([]int64, len(ds))
 	for i, d := range req.GetDescriptors() {
+		if l := d.GetLimit(); l != nil && envoyconf.OverrideUnits[int32(l.GetUnit())] == "" {
+			return nil, status.Errorf(codes.InvalidArgument, "rlctl: descriptor %d: its limit override has the unit %v; give it second, minute, hour, day, week, month or year", i, l.GetUnit())
+		}
 		if d.GetIsNegativeHits() {
 			return nil, status.Errorf(codes.InvalidArgument, "rlctl: descriptor %d: is_negative_hits is not supported (rlctl gives capacity back only for concurrency leases)", i)
 		}
@@ -103,6 +106,7 @@ func (s *Server) shouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		// Envoy never calls back when its request ends: a lease would be held to its ttl.
 		_ = e.Release(ctx, dec)
 	}
+	s.countStats(ds, dec) // EnvoyStats
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
 	if !dec.Allowed {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT

@@ -162,8 +162,7 @@ descriptors:
 		"no domain":        "descriptors: []\n",
 		"an unknown field": "domain: a\ndescriptors:\n  - key: k\n    rate_limits: {}\n",
 		"a unit":           "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n",
-		"replaces":         "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{name: x}]}\n",
-		"zero requests":    "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 0}\n",
+		"quota mode":       "domain: a\ndescriptors:\n  - key: k\n    quota_mode: true\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
 		"not yaml":         "domain: [",
 		"a key-less entry": "domain: a\ndescriptors:\n  - value: v\n",
 	} {

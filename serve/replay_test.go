@@ -125,8 +125,6 @@ var knownDiffs = []knownDiff{
 
 	{"scripts/token-quota-supported#1", "d1.reset", "bug:reset-unused-window", ""},
 
-	{"config_test/limit-override#2-4", "d1.limit,d1.remaining", "pending:limit-override", ""},
-
 	{"service_test/metadata-passed#load", "load", "pending:quota-mode", ""},
 	{"service_test/metadata-all-passed#load", "load", "pending:quota-mode", ""},
 	{"service_test/metadata-overlap#load", "load", "pending:quota-mode", ""},
@@ -148,8 +146,6 @@ var knownDiffs = []knownDiff{
 	{"scripts/trigger-ratelimit#load", "load", "pending:zero-limit", ""},
 	{"scripts/trigger-shadow-mode-key#load", "load", "pending:zero-limit", ""},
 	{"scripts/value-included-in-stats-key#load", "load", "pending:zero-limit", ""},
-	{"integration_test/reload#r1", "reload", "pending:zero-limit", ""},
-	{"integration_test/reload#2", "d1.limit,d1.remaining,d1.reset", "pending:zero-limit", ""},
 }
 
 // reasonText explains each reason once (logged with its count).

@@ -1,8 +1,10 @@
 package envoyconf
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,21 +116,22 @@ func TestFromProtoUnits(t *testing.T) {
 }
 
 // TestFromProtoLaterFields: a descriptor's quota_mode, which the Go types here lack, is
-// read from the wire, so the translation refuses it (as it refuses the YAML's) rather than
-// limiting the descriptor as a plain rate limit; metadata is ignored.
+// read from the wire, so the resource translates (or is refused) as the same YAML does
+// rather than as a plain rate limit; metadata is ignored.
 func TestFromProtoLaterFields(t *testing.T) {
 	d := &ratelimitconfv3.RateLimitDescriptor{Key: "k", RateLimit: &ratelimitconfv3.RateLimitPolicy{Unit: ratelimitconfv3.RateLimitUnit_SECOND, RequestsPerUnit: 1}}
+	quota := protowire.AppendVarint(protowire.AppendTag(nil, 7, protowire.VarintType), 1)
+	metadata := protowire.AppendBytes(protowire.AppendTag(nil, 8, protowire.BytesType), []byte{0x0a, 0x00})
 	for _, c := range []struct {
 		name  string
 		extra []byte
 		quota bool
 	}{
 		{"none", nil, false},
-		{"quota_mode", protowire.AppendVarint(protowire.AppendTag(nil, 7, protowire.VarintType), 1), true},
+		{"quota_mode", quota, true},
 		{"quota_mode false", protowire.AppendVarint(protowire.AppendTag(nil, 7, protowire.VarintType), 0), false},
-		{"metadata", protowire.AppendBytes(protowire.AppendTag(nil, 8, protowire.BytesType), []byte{0x0a, 0x00}), false},
-		{"metadata then quota_mode", append(protowire.AppendBytes(protowire.AppendTag(nil, 8, protowire.BytesType), []byte{0x0a, 0x00}),
-			protowire.AppendVarint(protowire.AppendTag(nil, 7, protowire.VarintType), 1)...), true},
+		{"metadata", metadata, false},
+		{"metadata then quota_mode", append(slices.Clone(metadata), quota...), true},
 	} {
 		b, err := proto.Marshal(d)
 		if err != nil {
@@ -142,9 +145,21 @@ func TestFromProtoLaterFields(t *testing.T) {
 		if q := cfg.Descriptors[0].QuotaMode; q != c.quota {
 			t.Errorf("%s: quota_mode %v, want %v", c.name, q, c.quota)
 		}
-		_, err = Translate([]*Config{cfg}, Options{})
-		if refused := err != nil && strings.Contains(err.Error(), "quota_mode has no rlctl equivalent"); refused != c.quota || !c.quota && err != nil {
-			t.Errorf("%s: %v", c.name, err)
+		yaml := fmt.Sprintf("domain: d\ndescriptors:\n  - key: k\n    quota_mode: %v\n    rate_limit: {unit: second, requests_per_unit: 1}\n", c.quota)
+		fromYAML, err := Parse("rlc", []byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, werr := Translate([]*Config{fromYAML}, Options{})
+		out, err := Translate([]*Config{cfg}, Options{})
+		var e, we *Error
+		switch {
+		case (err == nil) != (werr == nil):
+			t.Errorf("%s: the resource translates with %v, the YAML with %v", c.name, err, werr)
+		case err != nil && (!errors.As(err, &e) || !errors.As(werr, &we) || e.Msg != we.Msg):
+			t.Errorf("%s: the resource is refused with %v, the YAML with %v", c.name, err, werr)
+		case string(out) != string(want):
+			t.Errorf("%s: the resource translates to\n%s\nthe YAML to\n%s", c.name, out, want)
 		}
 	}
 }

@@ -14,15 +14,22 @@ import (
 //	descriptor   the entries' keys in order, joined by '.' (DescriptorPath: a '.' or '\'
 //	             in a key is escaped with '\')
 //	entry.N      the value of the N-th entry (entry.1 is the first)
+//	entries      every entry as key=value, joined by '.' ('.', '=' and '\' in a key or
+//	             value escaped with '\'): the whole descriptor, injectively
+//	limit.requests_per_unit, limit.window
+//	             the descriptor's limit override (Envoy's descriptor limit): its amount,
+//	             and its unit as a window ("1s", "1m", "1h", "1d", "7d", "30d", "365d");
+//	             both "" when it has none
 //	<key>        the value of the first entry with that key
 //
-// and "" for any other name. domain, descriptor and entry.N are reserved: an entry whose
-// key is one of them is read by its position. Import reads an entry by its key only where
+// and "" for any other name. The names above but <key> are reserved: an entry whose key
+// is one of them is read by its position. Import reads an entry by its key only where
 // that key is not reserved and no other entry of the descriptor has it.
 type Request struct {
 	domain  string
 	entries []*ratelimitv3.RateLimitDescriptor_Entry
 	path    string
+	limit   *ratelimitv3.RateLimitDescriptor_RateLimitOverride
 }
 
 // NewRequest returns descriptor d of a request for domain.
@@ -35,8 +42,12 @@ func NewRequest(domain string, d *ratelimitv3.RateLimitDescriptor) Request {
 		}
 		writeKey(&b, e.GetKey())
 	}
-	return Request{domain: domain, entries: es, path: b.String()}
+	return Request{domain: domain, entries: es, path: b.String(), limit: d.GetLimit()}
 }
+
+// OverrideUnits are the windows of a limit override's units (its enum's values), as
+// envoyproxy/ratelimit counts them; UNKNOWN has none.
+var OverrideUnits = map[int32]string{1: "1s", 2: "1m", 3: "1h", 4: "1d", 7: "7d", 5: "30d", 6: "365d"}
 
 // Attr implements dsl.Request.
 func (r *Request) Attr(name string) string {
@@ -45,6 +56,27 @@ func (r *Request) Attr(name string) string {
 		return r.domain
 	case "descriptor":
 		return r.path
+	case "entries":
+		var b strings.Builder
+		for i, e := range r.entries {
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			writeEscaped(&b, e.GetKey())
+			b.WriteByte('=')
+			writeEscaped(&b, e.GetValue())
+		}
+		return b.String()
+	case "limit.requests_per_unit":
+		if r.limit == nil {
+			return ""
+		}
+		return strconv.FormatUint(uint64(r.limit.GetRequestsPerUnit()), 10)
+	case "limit.window":
+		if r.limit == nil {
+			return ""
+		}
+		return OverrideUnits[int32(r.limit.GetUnit())]
 	}
 	if n, ok := strings.CutPrefix(name, "entry."); ok && n != "" && strings.Trim(n, "0123456789") == "" {
 		if i, err := strconv.Atoi(n); err == nil && i >= 1 && i <= len(r.entries) {
@@ -70,6 +102,16 @@ func DescriptorPath(keys []string) string {
 		writeKey(&b, k)
 	}
 	return b.String()
+}
+
+// writeEscaped writes s with '.', '=' and '\' escaped by '\'.
+func writeEscaped(b *strings.Builder, s string) {
+	for j := 0; j < len(s); j++ {
+		if s[j] == '.' || s[j] == '=' || s[j] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[j])
+	}
 }
 
 // writeKey writes k with '.' and '\' escaped by '\'.

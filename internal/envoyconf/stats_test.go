@@ -146,7 +146,7 @@ func load(t *testing.T, out []byte) *applied {
 // whether one applies.
 func (a *applied) statsKey(t *testing.T, domain string, es []peerEntry) (string, bool) {
 	t.Helper()
-	r := request(domain, es)
+	r := request(domain, es, nil)
 	dec, err := a.e.Peek(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)

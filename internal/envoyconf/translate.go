@@ -48,8 +48,9 @@ func Import(files []File, opts Options) ([]byte, error) {
 // their top levels in order (their wildcards are tried in that order, as
 // envoyproxy/ratelimit tries them).
 //
-// What has no rlctl equivalent yet is an error naming the descriptor: replaces,
-// quota_mode, and requests_per_unit: 0.
+// What has no rlctl equivalent is an error naming the descriptor: quota_mode, and replaces
+// on an unlimited descriptor. requests_per_unit: 0 is a rule of limit 0, which admits
+// nothing, as envoyproxy/ratelimit answers every such request over the limit.
 func Translate(cfgs []*Config, opts Options) ([]byte, error) {
 	var domains []*domain
 	byName := map[string]*domain{}
@@ -89,27 +90,28 @@ func Translate(cfgs []*Config, opts Options) ([]byte, error) {
 			return nil, t.err
 		}
 		fmt.Fprintf(&b, "\n# Domain %q (%s).\n", d.name, strings.Join(d.files, ", "))
+		name := uniqueName(identifier(d.name), policies)
 		if !slices.ContainsFunc(t.rules, func(r *ruleText) bool { return r.name != "" }) {
 			// envoyproxy/ratelimit answers OK, with no limit, for every descriptor of a
 			// domain without limits, as for a domain it does not know: so does rlctl.
-			b.WriteString("# It limits nothing: every request of the domain is allowed, as for a domain not listed.\n")
+			b.WriteString("# It limits nothing but limit overrides: every other request of the domain is allowed.\n")
 			for _, r := range t.rules {
 				b.WriteString(r.text)
 			}
-			continue
-		}
-		name := uniqueName(identifier(d.name), policies)
-		fmt.Fprintf(&b, "policy %q {\n", name)
-		fmt.Fprintf(&b, "match = request.domain == %s\n", quote(d.name))
-		for _, r := range t.rules {
-			b.WriteString("\n")
-			b.WriteString(r.text)
-			if r.name != "" && !r.closed {
-				t.writeReplaces(&b, r)
-				b.WriteString("}\n")
+		} else {
+			fmt.Fprintf(&b, "policy %q {\n", name)
+			fmt.Fprintf(&b, "match = request.domain == %s && request[\"limit.window\"] == \"\"\n", quote(d.name))
+			for _, r := range t.rules {
+				b.WriteString("\n")
+				b.WriteString(r.text)
+				if r.name != "" && !r.closed {
+					t.writeReplaces(&b, r)
+					b.WriteString("}\n")
+				}
 			}
+			b.WriteString("}\n")
 		}
-		b.WriteString("}\n")
+		writeOverride(&b, d.name, uniqueName(name+"_override", policies))
 	}
 	out, diags := dsl.Format("import.hcl", []byte(b.String()))
 	if diags.HasErrors() {
@@ -181,7 +183,7 @@ func (t *translator) level(ds []*Descriptor, path []step) {
 
 // Reserved are the attribute names of an Envoy descriptor's request that are not entry
 // keys: an entry whose key is one of them is read by its position.
-var reserved = regexp.MustCompile(`^(domain|descriptor|entry\.[0-9]+)$`)
+var reserved = regexp.MustCompile(`^(domain|descriptor|entries|entry\.[0-9]+|limit\.requests_per_unit|limit\.window)$`)
 
 // rule writes the rule of the node at the end of path.
 func (t *translator) rule(path []step) {
@@ -192,10 +194,6 @@ func (t *translator) rule(path []step) {
 	case rl.Unlimited && len(rl.Replaces) > 0:
 		t.err = &Error{Name: t.cfg.Name, Pos: rl.Pos, Msg: fmt.Sprintf("descriptor %s: an unlimited rate_limit's replaces has no rlctl equivalent", where),
 			Hint: "rlctl has no rule for an unlimited descriptor to carry replaces on; give the descriptor a limit, or remove replaces"}
-		return
-	case rl.RequestsPerUnit == 0 && !rl.Unlimited:
-		t.err = &Error{Name: t.cfg.Name, Pos: rl.Pos, Msg: fmt.Sprintf("descriptor %s: requests_per_unit: 0 (every request over the limit) has no rlctl equivalent yet", where),
-			Hint: "Block the descriptor before it reaches the rate limit service, or give it a limit"}
 		return
 	}
 	keys := make([]string, len(path))
@@ -258,6 +256,44 @@ func (t *translator) rule(path []step) {
 	}
 	fmt.Fprintf(&b, "stats_key = %s\n", statsKey(t.domain, path, keys))
 	t.rules = append(t.rules, &ruleText{text: b.String(), name: name, limit: rl.Name, replaces: rl.Replaces})
+}
+
+// writeOverride writes the policy of domain's descriptors that carry a limit (Envoy's
+// descriptor limit override): envoyproxy/ratelimit applies the override instead of its
+// configuration, in a fixed window of the override's unit, counted per descriptor.
+func writeOverride(b *strings.Builder, domain, name string) {
+	fmt.Fprintf(b, `
+# A descriptor of domain %s that carries a limit (Envoy's limit override) is limited by it
+# alone, per window and descriptor, as envoyproxy/ratelimit does.
+policy %q {
+match = request.domain == %s && request["limit.window"] != "" && request.entries != ""
+rule "override" {
+algorithm = "fixed_window"
+key = "${request["limit.window"]}:${request.entries}"
+limit = tonumber(request["limit.requests_per_unit"])
+window = request["limit.window"]
+}
+}
+
+# Overrides as Envoy sends them, for rlctl simulate and for rlctl verify, which checks the
+# override rule at the amounts and windows its traffic carries.
+scenario %q {
+policy = %q
+duration = "3m"
+traffic "per_second" {
+request = { domain = %s, entries = "key=a", "limit.requests_per_unit" = "5", "limit.window" = "1s" }
+rate = "10/s"
+}
+traffic "per_minute" {
+request = { domain = %s, entries = "key=b", "limit.requests_per_unit" = "100", "limit.window" = "1m" }
+rate = "4/s"
+}
+expect {
+half_per_second = denied_fraction("per_second") == 0.5
+hundred_a_minute = allowed("per_minute") == 300
+}
+}
+`, quote(domain), name, quote(domain), name, name, quote(domain), quote(domain))
 }
 
 // writeReplaces writes r's replaces: the rules of the domain whose rate_limit has a name

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
@@ -23,7 +24,7 @@ type gen struct {
 }
 
 var (
-	genKeys        = []string{"a", "b", "c", "a", "b", "domain", "entry.2", "k.x", `k\y`, strings.Repeat("long", 20)}
+	genKeys        = []string{"a", "b", "c", "a", "b", "domain", "entry.2", "k.x", `k\y`, "k=y", "entries", "limit.window", strings.Repeat("long", 20)}
 	genConfValues  = []string{"", "", "", "x", "y", "xy", "x:y", "%", "${x}", "x*", "*y", "x*y", "*", "*x*", "x**", "*:*", ""}
 	genEntryValues = []string{"", "x", "y", "xy", "xxy", "yx", "x*", "*", "x:y", "x:", ":y", "%3A", "${x}", "xzy", "zzz", "*y"}
 	genUnits       = []string{"SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "YEAR"}
@@ -41,7 +42,7 @@ func (g *gen) level(depth int) []*Descriptor {
 		}
 		seen[d.finalKey()] = true
 		if g.rng.IntN(10) < 7 {
-			rl := &RateLimit{Unit: g.pick(genUnits), RequestsPerUnit: uint32(1 + g.rng.IntN(3)), Name: g.pick([]string{"", "", "n1", "n2", "n3"})}
+			rl := &RateLimit{Unit: g.pick(genUnits), RequestsPerUnit: uint32(g.rng.IntN(4)) /* 0 blocks */, Name: g.pick([]string{"", "", "n1", "n2", "n3"})}
 			if g.rng.IntN(10) == 0 {
 				rl.Unlimited, rl.Unit = true, ""
 			} else if g.rng.IntN(4) == 0 {
@@ -112,8 +113,11 @@ func (g *gen) descriptor(cs []*Config) (string, []peerEntry) {
 	return domain, es
 }
 
-func request(domain string, es []peerEntry) *Request {
+func request(domain string, es []peerEntry, override *peerLimit) *Request {
 	d := &ratelimitv3.RateLimitDescriptor{}
+	if override != nil {
+		d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: override.rpu, Unit: unitEnum[override.unit]}
+	}
 	for _, e := range es {
 		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: e.key, Value: e.value})
 	}
@@ -121,13 +125,26 @@ func request(domain string, es []peerEntry) *Request {
 	return &r
 }
 
+// unitEnum is the value of a unit in the override's enum.
+var unitEnum = map[string]typev3.RateLimitUnit{"SECOND": 1, "MINUTE": 2, "HOUR": 3, "DAY": 4, "WEEK": 7, "MONTH": 5, "YEAR": 6}
+
+// override is a random limit override, or nil.
+func (g *gen) override() *peerLimit {
+	if g.rng.IntN(6) > 0 {
+		return nil
+	}
+	return &peerLimit{rpu: uint32(g.rng.IntN(4)), unit: g.pick(genUnits)}
+}
+
 // TestTranslateMatchesPeer is the differential test of the translation: on random
 // configurations (nesting, exact and open values, wildcards anywhere, repeated and reserved
 // keys, empty values, shadow, unlimited, share_threshold, merged domains) and random
-// descriptors, the translated policy applies exactly the limit envoyproxy/ratelimit's lookup
-// (peerGetLimit) gives, with its amount, window and shadow mode, and two descriptors share
-// a counter in rlctl exactly when they share a cache key in envoyproxy/ratelimit; and each
-// decision is what that limit and partition give.
+// descriptors (some with a limit override), the translated policy applies exactly the limit
+// envoyproxy/ratelimit's lookup (peerGetLimit) gives, with its amount, window and shadow
+// mode, and two descriptors share a counter in rlctl exactly when they share a cache key
+// in envoyproxy/ratelimit; and each decision is what that limit and partition give. The
+// one difference by design: an override counts apart from the configuration's limits
+// (envoyproxy/ratelimit's cache key does not say whether a limit was an override).
 func TestTranslateMatchesPeer(t *testing.T) {
 	const configs, descriptors = 300, 60
 	ctx := context.Background()
@@ -155,12 +172,16 @@ func TestTranslateMatchesPeer(t *testing.T) {
 		used := map[string]uint32{}
 		for i := range descriptors {
 			domain, es := g.descriptor(cs)
+			override := g.override()
 			want := peerGetLimit(peer, domain, es)
+			if override != nil && peer[domain] != nil {
+				want = override
+			}
 			unlimited := want != nil && want.unlimited
 			if unlimited {
 				want = nil
 			}
-			r := request(domain, es)
+			r := request(domain, es, override)
 			dec, err := e.Allow(ctx, r)
 			if err != nil {
 				t.Fatalf("seed %d descriptor %d %v: %v\n%s", seed, i, es, err, out)
@@ -187,6 +208,9 @@ func TestTranslateMatchesPeer(t *testing.T) {
 				fail("envoyproxy/ratelimit applies %d per %s (shadow %v); rlctl rule %s: %d per %v (shadow %v)", want.rpu, want.unit, want.shadow, got.Rule, got.Limit, got.Window, got.Shadow)
 			}
 			pk := peerCacheKey(domain, es, want)
+			if want == override {
+				pk = "override " + pk
+			}
 			if k, ok := toRlctl[pk]; ok && k != got.Key {
 				fail("envoyproxy/ratelimit counts it in %q with an earlier descriptor; rlctl in %q, not the earlier's %q", pk, got.Key, k)
 			}
@@ -240,7 +264,7 @@ func TestTranslateReplacesMatchesPeer(t *testing.T) {
 			want := peerLimitsToCheck(peer, domain, ds)
 			rs := make([]dsl.Request, len(ds))
 			for i, es := range ds {
-				rs[i] = request(domain, es)
+				rs[i] = request(domain, es, nil)
 			}
 			dec, err := e.AllowAll(ctx, rs, make([]int64, len(ds)))
 			if err != nil {
