@@ -40,6 +40,8 @@ type Server struct {
 	cur    atomic.Pointer[state]
 	reload sync.Mutex // one reload at a time
 	leases leases
+	// xds is the client of Config.XDS; nil without.
+	xds *xdsClient
 }
 
 // state is one loaded policy set and the engine deciding it.
@@ -86,6 +88,10 @@ type Config struct {
 	// cut short by a write in progress, or emptied by mistake, would otherwise turn those
 	// limits off. Files with no policy at all are refused whatever it says (ErrNoPolicies).
 	AllowRemoval bool
+	// XDS, when set, is a management server that gives policies as well as, or instead
+	// of, the files (Paths may then be empty); see XDS. New then returns once its first
+	// configuration has loaded, and Close stops its client.
+	XDS *XDS
 
 	// pause, when set, replaces the wait between two reads of the files (tests).
 	pause func()
@@ -161,7 +167,10 @@ func New(c Config) (*Server, error) {
 		fallback := engine.NewLocal(luahost.New(hopts...))
 		s.opts = append([]engine.Option{engine.WithLocalFallback(fallback)}, s.opts...)
 	}
-	st, _, err := s.load()
+	if c.XDS != nil {
+		return s.startXDS(*c.XDS)
+	}
+	st, _, err := s.load(nil)
 	if s.reloaded != nil {
 		if err != nil {
 			s.reloaded(false, 0, 0)
@@ -196,11 +205,15 @@ func (s *Server) Engine() *engine.Engine { return s.cur.Load().engine }
 // policy or a rule of a policy they keep while Config.AllowRemoval is not set
 // (ErrRemoval, naming each). A refusal is logged at error level with its reason and how
 // to allow it, and reported to the Reloaded hook as a failed reload.
-func (s *Server) Reload() ([]Change, error) {
+func (s *Server) Reload() ([]Change, error) { return s.reloadFrom(nil) }
+
+// reloadFrom is Reload, with xds, when not nil, as the management server's translated
+// policies in place of the running ones (see sources).
+func (s *Server) reloadFrom(xds []byte) ([]Change, error) {
 	s.reload.Lock()
 	defer s.reload.Unlock()
 	old := s.cur.Load()
-	st, changes, err := s.load()
+	st, changes, err := s.load(xds)
 	if err != nil {
 		s.log.Error("rlctl serve: reload refused; the running policies stay", "error", err.Error())
 		if s.reloaded != nil {
@@ -233,10 +246,10 @@ func (s *Server) Reload() ([]Change, error) {
 	return changes, nil
 }
 
-// load reads, checks and compiles the policy files, and compares them with the running
-// ones. It changes nothing.
-func (s *Server) load() (*state, []Change, error) {
-	cfg, diags := s.read()
+// load reads, checks and compiles the policy files (with xds, see sources), and compares
+// them with the running ones. It changes nothing.
+func (s *Server) load(xds []byte) (*state, []Change, error) {
+	cfg, diags := s.sources(xds)
 	if cfg == nil {
 		return nil, nil, fmt.Errorf("%w: %s read differently in each of %d reads %v apart; they are read again on their next change or SIGHUP",
 			ErrUnstable, strings.Join(s.paths, ", "), maxReads, readPause)
@@ -244,7 +257,7 @@ func (s *Server) load() (*state, []Change, error) {
 	if diags.HasErrors() {
 		return nil, nil, fmt.Errorf("%w:\n%s", ErrPolicies, render(cfg.Files, diags))
 	}
-	if len(cfg.Policies) == 0 {
+	if len(cfg.Policies) == 0 && s.xds == nil {
 		hint := ""
 		if s.cur.Load() != nil {
 			hint = "; the running policies stay, and the files are read again on their next change or SIGHUP"
@@ -291,14 +304,15 @@ func (s *Server) removals(old, cur *dsl.Config, changes []Change) error {
 	for _, p := range cur.Policies {
 		kept[p.Name] = true
 	}
+	fromXDS := xdsPolicies(old) // the management server's to remove (see XDS)
 	var gone []string
 	for _, p := range old.Policies {
-		if !kept[p.Name] {
+		if !kept[p.Name] && !fromXDS[p.Name] {
 			gone = append(gone, fmt.Sprintf("policy %q", p.Name))
 		}
 	}
 	for _, c := range changes {
-		if c.Kind == Removed && kept[c.Policy] {
+		if c.Kind == Removed && kept[c.Policy] && !fromXDS[c.Policy] {
 			gone = append(gone, fmt.Sprintf("rule %q of policy %q", c.Rule, c.Policy))
 		}
 	}

@@ -30,16 +30,19 @@ import (
 
 var cmdServe = &command{
 	name:  "serve",
-	args:  "[-grpc ADDR] [-http ADDR] [-admin ADDR] [-tls-cert FILE -tls-key FILE [-tls-client-ca FILE]] [-auth-tokens FILE] [-max-conns N] [-redis URL [-redis-type TYPE]] [-redis-tls-ca FILE] [-redis-tls-cert FILE -redis-tls-key FILE] [-timeout D] [-max-memory SIZE] [-drain D] [-watch=false] [-allow-removal] [-headers MODE] [-shadow-mode] [-log-level LEVEL] FILE|DIR...",
+	args:  "[-grpc ADDR] [-http ADDR] [-admin ADDR] [-tls-cert FILE -tls-key FILE [-tls-client-ca FILE]] [-auth-tokens FILE] [-max-conns N] [-redis URL [-redis-type TYPE]] [-redis-tls-ca FILE] [-redis-tls-cert FILE -redis-tls-key FILE] [-timeout D] [-max-memory SIZE] [-drain D] [-watch=false] [-allow-removal] [-headers MODE [-legacy-header-names NAMES]] [-no-headers] [-shadow-mode] [-near-limit-ratio F] [-xds HOST:PORT [-xds-node ID] [-xds-tls-ca FILE] [-xds-tls-cert FILE -xds-tls-key FILE] [-merge-domains]] [-log-level LEVEL] [FILE|DIR...]",
 	short: "run the policies as a rate limit service: Envoy's gRPC protocol, an HTTP API, metrics",
 	long: `Serve decides requests for other processes with the policies of the files:
 
   gRPC (-grpc, default :8081)  Envoy's rate limit service, envoy.service.ratelimit.v3
                                RateLimitService/ShouldRateLimit, and grpc.health.v1
+                               (services "" and "ratelimit")
   HTTP (-http, default :8080)  POST /v1/decide, /v1/peek, /v1/release (JSON; GET
-                               /openapi.json describes them)
-  admin (-admin, default       GET /metrics (Prometheus), GET /healthz (503 once
-         127.0.0.1:6070)       draining): never expose it
+                               /openapi.json describes them); envoyproxy/ratelimit's
+                               POST /json and GET /healthcheck
+  admin (-admin, default       GET /metrics (Prometheus: rlctl's families and
+         127.0.0.1:6070)       envoyproxy/ratelimit's per-limit statistics), GET
+                               /healthz (503 once draining): never expose it
 
 With -redis the engine runs on that Redis (every instance of the service sharing it);
 without, on the embedded backend: the state is in this process, and one instance is the
@@ -49,9 +52,9 @@ The files are watched (and SIGHUP reloads them): a change that loads is swapped 
 atomically and requests being decided finish on the old policies; a change that does not
 load keeps the running policies, logs its diagnostics at file:line:col, and counts a
 failed reload in rlctl_config_reloads_total. A rule's counters carry over a reload when
-its policy and rule names, algorithm, key and shard stay the same; a reload that changes
-a rule's algorithm under the same name is refused (rename the rule). Each reload logs,
-per rule, kept, reset, added or removed.
+its policy and rule names, algorithm, key and shard stay the same; a rule whose
+algorithm changes starts afresh. Each reload logs, per rule, kept, reset, added or
+removed.
 
 The gRPC and HTTP listeners take anyone who reaches them: a caller can peek at and
 drain any counter. -auth-tokens, -tls-client-ca, or both, say who may call; each
@@ -118,6 +121,19 @@ Flags:
                     RateLimit-Reset)
   -shadow-mode      answer OK every Envoy request that would be over the limit (the
                     statuses still say which descriptors are): count, never enforce
+  -near-limit-ratio F
+                    the fraction of a limit past which hits count as near_limit in the
+                    envoyproxy/ratelimit statistics on /metrics (default 0.8)
+  -xds HOST:PORT    take envoyproxy/ratelimit configurations (RateLimitConfig) from this
+                    xDS management server, as its CONFIG_TYPE=GRPC_XDS_SOTW does: each
+                    update is translated as rlctl import does and loaded with the files
+                    (which may then be none); one that does not load is refused (NACK)
+                    and the running policies stay. Serving starts once a first one loads
+  -xds-node ID      the node id the management server answers (default "default")
+  -xds-tls-ca FILE  TLS to the management server, trusting these PEM CAs
+  -xds-tls-cert FILE, -xds-tls-key FILE
+                    a client certificate and its key for the management server
+  -merge-domains    merge the xDS resources of one domain, as MERGE_DOMAIN_CONFIG does
   -log-level LEVEL  debug, info (default), warn or error
 
 Exit status: 0 stopped by a signal, 1 policies that do not load or a listener that
@@ -178,6 +194,14 @@ func runServe(e *env, args []string) error {
 	headerMode := fs.String("headers", "draft", "")
 	legacyNames := fs.String("legacy-header-names", "RateLimit-Limit,RateLimit-Remaining,RateLimit-Reset", "")
 	shadowMode := fs.Bool("shadow-mode", false, "")
+	nearLimitRatio := fs.Float64("near-limit-ratio", 0.8, "")
+	var xc xdsConfig
+	fs.StringVar(&xc.addr, "xds", "", "")
+	fs.StringVar(&xc.node, "xds-node", "default", "")
+	fs.StringVar(&xc.tlsCA, "xds-tls-ca", "", "")
+	fs.StringVar(&xc.tlsCert, "xds-tls-cert", "", "")
+	fs.StringVar(&xc.tlsKey, "xds-tls-key", "", "")
+	fs.BoolVar(&xc.mergeDomains, "merge-domains", false, "")
 	level := fs.String("log-level", "info", "")
 	if err := parse(e, fs, args); err != nil {
 		return err
@@ -186,8 +210,12 @@ func runServe(e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
 		return errUsage
 	}
-	if fs.NArg() == 0 {
-		fmt.Fprintln(e.stderr, "rlctl: error: serve needs policy files or directories")
+	if fs.NArg() == 0 && xc.addr == "" {
+		fmt.Fprintln(e.stderr, "rlctl: error: serve needs policy files or directories, or -xds")
+		return errUsage
+	}
+	if !(*nearLimitRatio >= 0 && *nearLimitRatio <= 1) {
+		fmt.Fprintf(e.stderr, "rlctl: error: -near-limit-ratio %v: it is a fraction of each limit, from 0 to 1\n", *nearLimitRatio)
 		return errUsage
 	}
 	headers, err := headersFlag(*headerMode, *legacyNames, *noHeaders)
@@ -255,7 +283,40 @@ func runServe(e *env, args []string) error {
 		log.Info("rlctl serve: Redis backend", "type", *redisType)
 	}
 
+	// SIGTERM and SIGINT also end the wait for a first configuration from -xds.
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sig)
+	wait, stopWaiting := context.WithCancel(context.Background())
+	defer stopWaiting()
+	waited := make(chan struct{})
+	var stopped os.Signal // a SIGTERM or SIGINT taken while waiting; read after waited
+	go func() {
+		defer close(waited)
+		select {
+		case s := <-sig:
+			if s != syscall.SIGHUP {
+				stopped = s
+				stopWaiting()
+			}
+		case <-serveStop:
+			stopWaiting()
+		case <-wait.Done():
+		}
+	}()
+	xds, xconn, err := xc.source(wait, log)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
+		if errors.As(err, new(flagMisuse)) {
+			return errUsage
+		}
+		return errFailed
+	}
+	if xconn != nil {
+		defer xconn.Close()
+	}
 	srv, err := serve.New(serve.Config{
+		XDS:   xds,
 		Paths: fs.Args(), Backend: backend, Engine: opts, Logger: log,
 		Reloaded: func(ok bool, policies, rules int) {
 			m.ConfigReload(ok)
@@ -271,10 +332,25 @@ func runServe(e *env, args []string) error {
 		LocalMaxMemory: int64(maxMemory),
 		AllowRemoval:   *allowRemoval,
 	})
+	stopWaiting()
+	<-waited
+	if stopped != nil && err == nil {
+		select { // it came as the configuration loaded: stop once serving
+		case sig <- stopped:
+		default: // another is pending already
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
 		return errFailed
 	}
+	defer srv.Close()
+	stats, err := serve.NewEnvoyStats(srv, *nearLimitRatio)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "rlctl: error: %v\n", err)
+		return errFailed
+	}
+	reg.MustRegister(stats)
 
 	if *grpcAddr == "" && *httpAddr == "" {
 		fmt.Fprintln(e.stderr, "rlctl: error: -grpc and -http are both empty: nothing to serve")
@@ -348,9 +424,6 @@ func runServe(e *env, args []string) error {
 		serveReady(gaddr, haddr)
 	}
 
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
-	defer signal.Stop(sig)
 	stop := serveStop
 	for {
 		select {

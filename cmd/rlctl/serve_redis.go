@@ -108,27 +108,35 @@ func (c redisConfig) needsTLS(conf *tls.Config) error {
 // files are read again when they change (a rotated certificate is used from the next
 // connection on). Nil when no file is given.
 func (c redisConfig) tlsConfig() (*tls.Config, error) {
-	if (c.tlsCert == "") != (c.tlsKey == "") {
-		return nil, errors.New("-redis-tls-cert and -redis-tls-key go together: the client certificate and its private key")
+	return clientTLS("-redis-tls", c.tlsCA, c.tlsCert, c.tlsKey)
+}
+
+// clientTLS is the TLS configuration of a client whose flags are prefix-ca, prefix-cert
+// and prefix-key: the CAs that sign the server's certificate (a PEM file; "" for the
+// system's) and the client identity, read again when its files change (a rotated
+// certificate is used from the next connection on). Nil when no file is given.
+func clientTLS(prefix, ca, cert, key string) (*tls.Config, error) {
+	if (cert == "") != (key == "") {
+		return nil, fmt.Errorf("%s-cert and %s-key go together: the client certificate and its private key", prefix, prefix)
 	}
-	if c.tlsCert == "" && c.tlsCA == "" {
+	if cert == "" && ca == "" {
 		return nil, nil
 	}
 	conf := &tls.Config{}
-	if c.tlsCA != "" {
-		pem, err := os.ReadFile(c.tlsCA)
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, fmt.Errorf("-redis-tls-ca: %v", err)
+			return nil, fmt.Errorf("%s-ca: %v", prefix, err)
 		}
 		conf.RootCAs = x509.NewCertPool()
 		if !conf.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("-redis-tls-ca %s: no PEM certificate in the file", c.tlsCA)
+			return nil, fmt.Errorf("%s-ca %s: no PEM certificate in the file", prefix, ca)
 		}
 	}
-	if c.tlsCert != "" {
-		kp := &keyPair{cert: c.tlsCert, key: c.tlsKey}
+	if cert != "" {
+		kp := &keyPair{cert: cert, key: key}
 		if _, err := kp.get(); err != nil {
-			return nil, fmt.Errorf("-redis-tls-cert/-redis-tls-key: %v", err)
+			return nil, fmt.Errorf("%s-cert/%s-key: %v", prefix, prefix, err)
 		}
 		conf.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return kp.get() }
 	}
