@@ -137,15 +137,15 @@ var knownDiffs = []knownDiff{
 	{"service_test/mixed-shadow-quota#load", "load", "pending:quota-mode", ""},
 
 	// example.yaml's bar=banned (0 a minute) is the first thing the import refuses in it.
-	{"examples/example-lookups#load", "load", "pending:zero-limit", ""},
-	{"scripts/multiservice-tokenquota#load", "load", "pending:zero-limit", ""},
-	{"scripts/quota#load", "load", "pending:zero-limit", ""},
-	{"scripts/replaces#load", "load", "pending:zero-limit", ""},
-	{"scripts/simple-get#load", "load", "pending:zero-limit", ""},
-	{"scripts/token-quota#load", "load", "pending:zero-limit", ""},
-	{"scripts/trigger-ratelimit#load", "load", "pending:zero-limit", ""},
-	{"scripts/trigger-shadow-mode-key#load", "load", "pending:zero-limit", ""},
-	{"scripts/value-included-in-stats-key#load", "load", "pending:zero-limit", ""},
+	{"examples/example-lookups#load", "load", "pending:quota-mode", ""},
+	{"scripts/multiservice-tokenquota#load", "load", "pending:quota-mode", ""},
+	{"scripts/quota#load", "load", "pending:quota-mode", ""},
+	{"scripts/replaces#load", "load", "pending:quota-mode", ""},
+	{"scripts/simple-get#load", "load", "pending:quota-mode", ""},
+	{"scripts/token-quota#load", "load", "pending:quota-mode", ""},
+	{"scripts/trigger-ratelimit#load", "load", "pending:quota-mode", ""},
+	{"scripts/trigger-shadow-mode-key#load", "load", "pending:quota-mode", ""},
+	{"scripts/value-included-in-stats-key#load", "load", "pending:quota-mode", ""},
 }
 
 // reasonText explains each reason once (logged with its count).
@@ -158,7 +158,6 @@ var reasonText = map[string]string{
 	"bug:reset-unused-window":    "a call that adds nothing to an unused window gets duration_until_reset 0s, not the window's end",
 	"pending:limit-override":     "a descriptor's own limit (Envoy's limit override) is ignored; the configured limit applies",
 	"pending:quota-mode":         "quota_mode: the import refuses it",
-	"pending:zero-limit":         "requests_per_unit: 0: the import refuses it",
 }
 
 // TestEnvoyReplay replays the peer's test cases on both backends; see the top of this
