@@ -100,7 +100,11 @@ type Policy struct {
 type Unlimited struct {
 	Name string
 	// When selects the requests it names; nil means every request the policy matches.
-	When      *Expr
+	When *Expr
+	// Replaces (replaces = ["rule", ...]) are rules of the policy that do not apply to a
+	// decision the block names a request of, as Rule.Replaces: envoyproxy/ratelimit's
+	// replaces on an unlimited descriptor.
+	Replaces  []*Rule
 	DeclRange hcl.Range
 }
 

@@ -41,7 +41,8 @@
 //	  }
 //
 //	  unlimited "internal" {       # requests left unlimited on purpose, reported as such
-//	    when = request.ip == "127.0.0.1"   # bool; default: every request of the policy
+//	    when     = request.ip == "127.0.0.1"  # bool; default: every request of the policy
+//	    replaces = ["per_ip"]      # optional: rules that do not apply to a decision it names
 //	  }
 //	}
 //

@@ -25,7 +25,7 @@ var policySchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{{Type: "rule", LabelNames: []string{"name"}}, {Type: "unlimited", LabelNames: []string{"name"}}, {Type: "budget"}},
 }
 
-var unlimitedSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "when"}}}
+var unlimitedSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "when"}, {Name: "replaces"}}}
 
 // ruleAttrs are the attributes every rule has; the algorithm's parameters come on top.
 var ruleAttrs = []hcl.AttributeSchema{
@@ -138,7 +138,7 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 		p.Rules = append(p.Rules, r)
 	}
 	for _, r := range p.Rules {
-		l.resolveReplaces(p, r, names)
+		r.Replaces = l.resolveReplaces(p, r.Name, "Rule", r.replaces, names)
 	}
 	for _, ub := range unlimited {
 		if !l.checkName(ub, "unlimited block") {
@@ -158,6 +158,7 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 		if a := uc.Attributes["when"]; a != nil {
 			u.When = l.condition(a, "Unlimited block never applies", "when is always false, so the block names no request. Remove it, or fix the condition.")
 		}
+		u.Replaces = l.resolveReplaces(p, u.Name, "Unlimited block", uc.Attributes["replaces"], names)
 		p.Unlimited = append(p.Unlimited, u)
 	}
 	if len(rules) == 0 && len(unlimited) == 0 {
@@ -172,23 +173,24 @@ func (l *loader) decodePolicy(b *hcl.Block) {
 	l.cfg.Policies = append(l.cfg.Policies, p)
 }
 
-// resolveReplaces reads rule r's replaces: names of other rules of policy p.
-func (l *loader) resolveReplaces(p *Policy, r *Rule, names map[string]*Rule) {
-	a := r.replaces
+// resolveReplaces reads the replaces attribute a (nil: none) of the rule or unlimited
+// block named self (what is "Rule" or "Unlimited block"): names of the rules of policy p.
+func (l *loader) resolveReplaces(p *Policy, self, what string, a *hcl.Attribute, names map[string]*Rule) []*Rule {
 	if a == nil {
-		return
+		return nil
 	}
 	e, d := l.env.compile(a.Expr, constScope, cty.List(cty.String))
 	l.add(d...)
 	if e == nil || e.kind != kindConst || e.val.IsNull() {
-		return
+		return nil
 	}
 	var all []string
 	for _, o := range p.Rules {
-		if o != r {
+		if o.Name != self {
 			all = append(all, o.Name)
 		}
 	}
+	var out []*Rule
 	for _, v := range e.val.AsValueSlice() {
 		if v.IsNull() {
 			continue
@@ -196,14 +198,15 @@ func (l *loader) resolveReplaces(p *Policy, r *Rule, names map[string]*Rule) {
 		n := v.AsString()
 		o, ok := names[n]
 		switch {
-		case n == r.Name:
-			l.add(errorf(a.Expr.Range(), "Rule replaces itself", "Rule %q names itself in replaces. replaces lists the other rules of policy %q that do not apply to a decision this rule applies to; remove %q.", r.Name, p.Name, n))
+		case n == self:
+			l.add(errorf(a.Expr.Range(), what+" replaces itself", "%s %q names itself in replaces. replaces lists the rules of policy %q that do not apply to a decision it applies to; remove %q.", what, self, p.Name, n))
 		case !ok:
 			l.add(errorf(a.Expr.Range(), "Unknown rule in replaces", "Policy %q has no rule %q.%s replaces names rules of the same policy: %s.", p.Name, n, suggestion(n, all), quoteList(all)))
-		case !slices.Contains(r.Replaces, o):
-			r.Replaces = append(r.Replaces, o)
+		case !slices.Contains(out, o):
+			out = append(out, o)
 		}
 	}
+	return out
 }
 
 // condition compiles a bool attribute; nil when it is constant true. A constant false is

@@ -119,7 +119,7 @@ func ceiling(b *testing.B, rdb *redis.Client, addr string, plan *Plan, req Attrs
 		b.Skip("redis-benchmark not found")
 	}
 	e := New(NewRedis(rdb), plan)
-	rules, _, err := e.collect(req, 1, 0, nil)
+	rules, _, _, err := e.collect(req, 1, 0, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

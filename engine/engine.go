@@ -307,6 +307,7 @@ func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*D
 		return nil, fmt.Errorf("%w: %d requests but %d costs", ErrRequest, len(rs), len(ns))
 	}
 	var all []pending
+	var gone []*dsl.Rule
 	var unlimited []int
 	charging := false
 	for i, r := range rs {
@@ -320,7 +321,7 @@ func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*D
 		charging = charging || n > 0
 		var err error
 		var unl bool
-		if all, unl, err = e.collect(r, n, i, all); err != nil {
+		if all, gone, unl, err = e.collect(r, n, i, all, gone); err != nil {
 			if len(rs) > 1 {
 				return nil, fmt.Errorf("request %d: %w", i, err)
 			}
@@ -333,7 +334,7 @@ func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*D
 			return nil, tooManyRules(len(all))
 		}
 	}
-	all = e.dropReplaced(all)
+	all = e.dropReplaced(all, gone)
 	uniq, fan, err := merge(all)
 	if err != nil {
 		return nil, err
@@ -346,12 +347,12 @@ func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*D
 }
 
 // dropReplaced removes from the rules of a decision those that a rule applying to it
-// replaces (dsl.Rule.Replaces).
-func (e *Engine) dropReplaced(all []pending) []pending {
+// replaces (dsl.Rule.Replaces), and those in gone (replaced by the unlimited blocks that
+// name its requests).
+func (e *Engine) dropReplaced(all []pending, gone []*dsl.Rule) []pending {
 	if !e.plan.replaces {
 		return all
 	}
-	var gone []*dsl.Rule
 	for i := range all {
 		gone = append(gone, all[i].rule.Replaces...)
 	}
@@ -416,7 +417,7 @@ func merge(all []pending) (uniq []pending, fan []int, err error) {
 
 // Reset deletes the state of every rule that applies to r, as if it had never been seen.
 func (e *Engine) Reset(ctx context.Context, r dsl.Request) error {
-	rules, _, err := e.collect(r, 0, 0, nil)
+	rules, _, _, err := e.collect(r, 0, 0, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -440,9 +441,10 @@ type pending struct {
 }
 
 // collect evaluates the plan for r, request number req of a batch: it appends to out every
-// applicable rule with its key, cost and params. unlimited reports whether an unlimited
-// block of a policy that matches r names it.
-func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) (_ []pending, unlimited bool, _ error) {
+// applicable rule with its key, cost and params, and to gone the rules that the unlimited
+// blocks naming r replace (dsl.Unlimited.Replaces). unlimited reports whether an
+// unlimited block of a policy that matches r names it.
+func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending, gone []*dsl.Rule) (_ []pending, _ []*dsl.Rule, unlimited bool, _ error) {
 	if out == nil {
 		out = make([]pending, 0, min(e.plan.rules, 16))
 	}
@@ -452,7 +454,7 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) (_ []pe
 		if p.Match != nil {
 			ok, err := p.Match.Bool(r)
 			if err != nil {
-				return nil, false, fmt.Errorf("%w: policy %q match: %v", ErrRequest, p.Name, err)
+				return nil, nil, false, fmt.Errorf("%w: policy %q match: %v", ErrRequest, p.Name, err)
 			}
 			if !ok {
 				continue
@@ -462,7 +464,7 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) (_ []pe
 		if p.Shard != nil {
 			s, err := p.Shard.String(r)
 			if err != nil {
-				return nil, false, fmt.Errorf("%w: policy %q shard: %v", ErrRequest, p.Name, err)
+				return nil, nil, false, fmt.Errorf("%w: policy %q shard: %v", ErrRequest, p.Name, err)
 			}
 			shard = s
 		}
@@ -470,7 +472,7 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) (_ []pe
 			if ru.When != nil {
 				ok, err := ru.When.Bool(r)
 				if err != nil {
-					return nil, false, fmt.Errorf("%w: policy %q rule %q when: %v", ErrRequest, p.Name, ru.Name, err)
+					return nil, nil, false, fmt.Errorf("%w: policy %q rule %q when: %v", ErrRequest, p.Name, ru.Name, err)
 				}
 				if !ok {
 					continue
@@ -478,23 +480,23 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) (_ []pe
 			}
 			key, err := ru.Key.String(r)
 			if err != nil {
-				return nil, false, fmt.Errorf("%w: policy %q rule %q key: %v", ErrRequest, p.Name, ru.Name, err)
+				return nil, nil, false, fmt.Errorf("%w: policy %q rule %q key: %v", ErrRequest, p.Name, ru.Name, err)
 			}
 			cost := int64(1)
 			if ru.Cost != nil {
 				if cost, err = ru.Cost.Int(r); err != nil {
-					return nil, false, fmt.Errorf("%w: policy %q rule %q cost: %v", ErrRequest, p.Name, ru.Name, err)
+					return nil, nil, false, fmt.Errorf("%w: policy %q rule %q cost: %v", ErrRequest, p.Name, ru.Name, err)
 				}
 				if cost < 0 {
-					return nil, false, fmt.Errorf("%w: policy %q rule %q: negative cost %d", ErrRequest, p.Name, ru.Name, cost)
+					return nil, nil, false, fmt.Errorf("%w: policy %q rule %q: negative cost %d", ErrRequest, p.Name, ru.Name, cost)
 				}
 			}
 			if n != 0 && cost > algorithms.MaxInt/n {
-				return nil, false, fmt.Errorf("%w: policy %q rule %q: cost %d × %d is too large", ErrRequest, p.Name, ru.Name, cost, n)
+				return nil, nil, false, fmt.Errorf("%w: policy %q rule %q: cost %d × %d is too large", ErrRequest, p.Name, ru.Name, cost, n)
 			}
 			wire, err := ru.Wire(r)
 			if err != nil {
-				return nil, false, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
+				return nil, nil, false, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
 			}
 			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key)
 			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire, Compiled: e.plan.compiled[ru]}
@@ -504,20 +506,23 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending) (_ []pe
 			out = append(out, pending{policy: p, rule: ru, call: c, client: p.Clock == dsl.ClockClient, req: req})
 		}
 		for _, u := range p.Unlimited {
-			if unlimited {
-				break
+			if unlimited && len(u.Replaces) == 0 {
+				continue
 			}
 			ok := true
 			if u.When != nil {
 				var err error
 				if ok, err = u.When.Bool(r); err != nil {
-					return nil, false, fmt.Errorf("%w: policy %q unlimited %q when: %v", ErrRequest, p.Name, u.Name, err)
+					return nil, nil, false, fmt.Errorf("%w: policy %q unlimited %q when: %v", ErrRequest, p.Name, u.Name, err)
 				}
 			}
-			unlimited = ok
+			if ok {
+				unlimited = true
+				gone = append(gone, u.Replaces...)
+			}
 		}
 	}
-	return out, unlimited, nil
+	return out, gone, unlimited, nil
 }
 
 func hasLease(a *algorithms.Algorithm) bool {
@@ -595,14 +600,14 @@ func tooManyRules(n int) error {
 }
 
 func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision, error) {
-	rules, unl, err := e.collect(r, n, 0, nil)
+	rules, gone, unl, err := e.collect(r, n, 0, nil, nil)
 	if err != nil {
 		return nil, err
 	}
 	if len(rules) > MaxRules {
 		return nil, tooManyRules(len(rules))
 	}
-	rules = e.dropReplaced(rules)
+	rules = e.dropReplaced(rules, gone)
 	if unl {
 		d, err := e.run(ctx, rules, rules, nil, n > 0)
 		if d != nil {

@@ -26,7 +26,8 @@ type Plan struct {
 	windows map[*dsl.Rule]time.Duration
 	// rules is the number of rules of all policies.
 	rules int
-	// replaces: some rule replaces others (dsl.Rule.Replaces).
+	// replaces: some rule or unlimited block replaces rules (dsl.Rule.Replaces,
+	// dsl.Unlimited.Replaces).
 	replaces bool
 }
 
@@ -47,6 +48,9 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 			rules = append(rules, compiledRule(r))
 			of = append(of, r)
 			replaces = replaces || len(r.Replaces) > 0
+		}
+		for _, u := range p.Unlimited {
+			replaces = replaces || len(u.Replaces) > 0
 		}
 	}
 	s, err := algorithms.Assemble(algs, rules...)

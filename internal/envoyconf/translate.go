@@ -48,9 +48,10 @@ func Import(files []File, opts Options) ([]byte, error) {
 // their top levels in order (their wildcards are tried in that order, as
 // envoyproxy/ratelimit tries them).
 //
-// What has no rlctl equivalent is an error naming the descriptor: quota_mode, and replaces
-// on an unlimited descriptor. requests_per_unit: 0 is a rule of limit 0, which admits
-// nothing, as envoyproxy/ratelimit answers every such request over the limit.
+// What has no rlctl equivalent is an error naming the descriptor: quota_mode.
+// requests_per_unit: 0 is a rule of limit 0, which admits nothing, as envoyproxy/ratelimit
+// answers every such request over the limit; unlimited: true is an unlimited block, with
+// the rules its replaces names.
 func Translate(cfgs []*Config, opts Options) ([]byte, error) {
 	var domains []*domain
 	byName := map[string]*domain{}
@@ -104,7 +105,7 @@ func Translate(cfgs []*Config, opts Options) ([]byte, error) {
 			for _, r := range t.rules {
 				b.WriteString("\n")
 				b.WriteString(r.text)
-				if r.name != "" && !r.closed {
+				if r.name != "" {
 					t.writeReplaces(&b, r)
 					b.WriteString("}\n")
 				}
@@ -138,14 +139,14 @@ type step struct {
 	siblings []*Descriptor
 }
 
-// ruleText is a rule as written, without its replaces and closing brace; an unlimited
-// block, whole; or, with no name, a comment where a rule could not be.
+// ruleText is a rule or an unlimited block as written, without its replaces and closing
+// brace; or, with no name, a comment where a rule could not be.
 type ruleText struct {
-	text     string
-	closed   bool     // text is the whole block (an unlimited block)
-	name     string   // the rlctl rule's
-	limit    string   // the rate_limit's name, which replaces name
-	replaces []string // the rate_limits' names it replaces
+	text      string
+	unlimited bool     // an unlimited block, which no replaces names
+	name      string   // the rlctl rule's or unlimited block's
+	limit     string   // the rate_limit's name, which replaces name
+	replaces  []string // the rate_limits' names it replaces
 }
 
 type translator struct {
@@ -190,12 +191,6 @@ func (t *translator) rule(path []step) {
 	d := path[len(path)-1].node
 	rl := d.RateLimit
 	where := describe(path)
-	switch {
-	case rl.Unlimited && len(rl.Replaces) > 0:
-		t.err = &Error{Name: t.cfg.Name, Pos: rl.Pos, Msg: fmt.Sprintf("descriptor %s: an unlimited rate_limit's replaces has no rlctl equivalent", where),
-			Hint: "rlctl has no rule for an unlimited descriptor to carry replaces on; give the descriptor a limit, or remove replaces"}
-		return
-	}
 	keys := make([]string, len(path))
 	for i, s := range path {
 		keys[i] = s.node.Key
@@ -218,8 +213,8 @@ func (t *translator) rule(path []step) {
 	if rl.Unlimited {
 		// No limit: an unlimited block, so that serve answers as envoyproxy/ratelimit does.
 		name := uniqueName(ruleName(path), t.names)
-		text := fmt.Sprintf("# %s: unlimited.\nunlimited %q {\nwhen = %s\n}\n", where, name, strings.Join(conds, " && "))
-		t.rules = append(t.rules, &ruleText{text: text, name: name, closed: true})
+		text := fmt.Sprintf("# %s: unlimited.\nunlimited %q {\nwhen = %s\n", where, name, strings.Join(conds, " && "))
+		t.rules = append(t.rules, &ruleText{text: text, name: name, unlimited: true, replaces: rl.Replaces})
 		return
 	}
 	var key string
@@ -303,7 +298,7 @@ func (t *translator) writeReplaces(b *strings.Builder, r *ruleText) {
 	var names []string
 	for _, n := range r.replaces {
 		for _, o := range t.rules {
-			if o.name != "" && !o.closed && o != r && o.limit == n && !slices.Contains(names, o.name) {
+			if o.name != "" && !o.unlimited && o != r && o.limit == n && !slices.Contains(names, o.name) {
 				names = append(names, o.name)
 			}
 		}

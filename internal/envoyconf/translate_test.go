@@ -45,7 +45,8 @@ func (g *gen) level(depth int) []*Descriptor {
 			rl := &RateLimit{Unit: g.pick(genUnits), RequestsPerUnit: uint32(g.rng.IntN(4)) /* 0 blocks */, Name: g.pick([]string{"", "", "n1", "n2", "n3"})}
 			if g.rng.IntN(10) == 0 {
 				rl.Unlimited, rl.Unit = true, ""
-			} else if g.rng.IntN(4) == 0 {
+			}
+			if g.rng.IntN(4) == 0 { // on an unlimited limit too: its replaces apply
 				for _, n := range []string{"n1", "n2", "n3"} {
 					if n != rl.Name && g.rng.IntN(2) == 0 {
 						rl.Replaces = append(rl.Replaces, n)
