@@ -288,8 +288,9 @@ func runServe(e *env, args []string) error {
 	signal.Notify(sig, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
 	defer signal.Stop(sig)
 	wait, stopWaiting := context.WithCancel(context.Background())
-	defer stopWaiting()
 	waited := make(chan struct{})
+	defer func() { stopWaiting(); <-waited }()
+	stop := serveStop
 	var stopped os.Signal // a SIGTERM or SIGINT taken while waiting; read after waited
 	go func() {
 		defer close(waited)
@@ -299,7 +300,7 @@ func runServe(e *env, args []string) error {
 				stopped = s
 				stopWaiting()
 			}
-		case <-serveStop:
+		case <-stop:
 			stopWaiting()
 		case <-wait.Done():
 		}
@@ -424,7 +425,6 @@ func runServe(e *env, args []string) error {
 		serveReady(gaddr, haddr)
 	}
 
-	stop := serveStop
 	for {
 		select {
 		case s := <-sig:
