@@ -294,15 +294,19 @@ func runServe(e *env, args []string) error {
 	var stopped os.Signal // a SIGTERM or SIGINT taken while waiting; read after waited
 	go func() {
 		defer close(waited)
-		select {
-		case s := <-sig:
-			if s != syscall.SIGHUP {
+		for {
+			select {
+			case s := <-sig:
+				if s == syscall.SIGHUP {
+					continue // the policies are being loaded: nothing to reload yet
+				}
 				stopped = s
 				stopWaiting()
+			case <-stop:
+				stopWaiting()
+			case <-wait.Done():
 			}
-		case <-stop:
-			stopWaiting()
-		case <-wait.Done():
+			return
 		}
 	}()
 	xds, xconn, err := xc.source(wait, log)
