@@ -85,7 +85,8 @@ var replayEpoch = time.Unix(2*1_324_512_000, 0).UTC()
 // "#N-M" steps N to M; "#load" the configuration, whose refusal blocks every step; "#rK"
 // the K-th reload) in the fields listed (all when empty), on backend ("" both). Its
 // reason is design:<id> (rlctl differs on purpose), pending:<feature> (a peer feature
-// rlctl does not have yet) or bug:<id> (an rlctl bug, reported). An entry that excuses
+// rlctl does not have yet), bug:<id> (an rlctl bug, reported) or peer-test:<id> (what the
+// peer's test asserts is its test's own doing, not what its service answers). An entry that excuses
 // nothing is stale and fails the test, so the list stays exact.
 type knownDiff struct {
 	at      string
@@ -124,6 +125,12 @@ var knownDiffs = []knownDiff{
 	{"service_test/service#3", "d1.name", "design:limit-name", ""},
 
 	{"scripts/token-quota-supported#1", "d1.reset", "design:reset-when-empty", ""},
+	{"fixed_cache_test/stop-increment#4", "stat:domain.key4_value4.near_limit", "design:all-or-nothing", ""},
+	{"config_test/basic-lookups#14", "stat:test-domain.key6.total_hits", "peer-test:by-hand", ""},
+	{"config_test/shadow-mode-config#2", "stat:test-domain.key1_value1.subkey1_subvalue1.shadow_mode", "peer-test:by-hand", ""},
+	{"config_test/shadow-mode-config#3", "stat:test-domain.key2.shadow_mode", "peer-test:by-hand", ""},
+	{"base_limiter_test/status-below#2", "stat:domain.key_value.within_limit", "peer-test:mock-hits", ""},
+	{"base_limiter_test/status-below-shadow#2", "stat:domain.key_value.within_limit", "peer-test:mock-hits", ""},
 
 	{"service_test/metadata-passed#load", "load", "design:no-quota-mode", ""},
 	{"service_test/metadata-all-passed#load", "load", "design:no-quota-mode", ""},
@@ -156,6 +163,8 @@ var reasonText = map[string]string{
 	"design:never-fits":          "a call costing more than the whole limit never passes: rlctl gives it no duration_until_reset",
 	"design:limit-name":          "current_limit.name is rlctl's policy.rule, not the rate_limit's name",
 	"design:reset-when-empty":    "duration_until_reset is how long until the counter is empty again (the RateLimit field's reset); a call that adds nothing to an unused counter gets 0s, the peer the window's end",
+	"peer-test:by-hand":          "the peer's config test increments the statistic itself, on the limit its lookup returns (an unlimited one; shadow_mode within the limit): its service counts nothing there",
+	"peer-test:mock-hits":        "the peer's unit test gives a count that rises by 4 with hits_addend 1, and counts 1 within the limit; its service, for the 4 hits the count says, counts 4, as rlctl does",
 	"design:no-quota-mode":       "quota_mode (a request passes when any of its quota descriptors has room): decided against, the import refuses it",
 }
 
@@ -217,7 +226,8 @@ type replayCase struct {
 	items         []replayItem
 	files         map[string][]byte // the archive's files
 	steps, preps  int
-	stats         int // stat lines: the peer's statistics, recorded, not checked
+	stats         int // stat lines: the peer's statistics
+	unchecked     int // of them, those not of a limit (replayStat): recorded, not checked
 }
 
 func (c *replayCase) id() string { return c.archive + "/" + c.name }
@@ -244,6 +254,62 @@ type replayStep struct {
 	want     string // OK, OVER_LIMIT
 	statuses []replayStatus
 	headers  []string // "Name: value"
+	stats    []replayStat
+}
+
+// replayStat is one of a limit's statistics that the peer's test asserts after a step:
+// its value, or (delta) what the step adds to it. The limit is named by its stats key
+// (domain and descriptor, as the import's stats_key names it) and counted in rlctl's
+// EnvoyStats under that name's labels.
+type replayStat struct {
+	key, family string
+	delta       bool
+	n           uint64
+}
+
+// statFamilies are the families of EnvoyStats by name, as statsFamilies orders them.
+var statFamilies = map[string]int{"total_hits": 0, "within_limit": 1, "near_limit": 2, "over_limit": 3, "shadow_mode": 4}
+
+// parseReplayStat reads a stat line: "NAME.FAMILY [+]N" (with or without the peer's
+// "ratelimit.service.rate_limit." prefix) or "NAME FAMILY+N ...". Lines of other
+// statistics (the local cache's, config loads, errors, a family rlctl does not count)
+// give none and are not checked.
+func parseReplayStat(rest string) ([]replayStat, error) {
+	f := strings.Fields(rest)
+	if len(f) < 2 {
+		return nil, fmt.Errorf("stat %q: a name and a value", rest)
+	}
+	var out []replayStat
+	if fam, n, ok := strings.Cut(f[1], "+"); ok && fam != "" {
+		for _, x := range f[1:] {
+			fam, n, ok = strings.Cut(x, "+")
+			v, err := strconv.ParseUint(n, 10, 64)
+			if !ok || err != nil {
+				return nil, fmt.Errorf("stat %q: %q is not FAMILY+N", rest, x)
+			}
+			if _, known := statFamilies[fam]; known {
+				out = append(out, replayStat{key: f[0], family: fam, delta: true, n: v})
+			}
+		}
+		return out, nil
+	}
+	if len(f) != 2 {
+		return nil, nil // another statistic's form
+	}
+	name := strings.TrimPrefix(f[0], "ratelimit.service.rate_limit.")
+	i := strings.LastIndex(name, ".")
+	if i < 0 {
+		return nil, nil
+	}
+	fam := name[i+1:]
+	if _, known := statFamilies[fam]; !known {
+		return nil, nil
+	}
+	v, err := strconv.ParseUint(strings.TrimPrefix(f[1], "+"), 10, 64)
+	if err != nil {
+		return nil, nil // another statistic's form
+	}
+	return []replayStat{{key: name[:i], family: fam, delta: strings.HasPrefix(f[1], "+"), n: v}}, nil
 }
 
 type replayLimit struct {
@@ -535,7 +601,15 @@ func parseReplayCase(archive, name string, src []byte, files map[string][]byte) 
 			if !inWant {
 				return nil, fail("stat outside a want")
 			}
-			c.stats++ // the peer's statistics: recorded, not checked yet
+			c.stats++
+			st, err := parseReplayStat(rest)
+			if err != nil {
+				return nil, fail("%v", err)
+			}
+			if st == nil {
+				c.unchecked++
+			}
+			step.stats = append(step.stats, st...)
 		default:
 			return nil, fail("unknown line %q", word)
 		}
@@ -577,6 +651,7 @@ func parseReplayCase(archive, name string, src []byte, files map[string][]byte) 
 // replayServer is a Server on one case's policies, at the virtual clock.
 type replayServer struct {
 	srv   *Server
+	stats *EnvoyStats
 	dir   string
 	clock *luahost.ManualClock
 	rls   rlsv3.RateLimitServiceClient
@@ -626,6 +701,15 @@ func (c *replayCase) start(t *testing.T, backend string, rdb *redis.Client) (*re
 		return nil, err
 	}
 	s.srv = srv
+	ratio := 0.8 // NEAR_LIMIT_RATIO's default
+	if v, ok := c.settings["near_limit_ratio"]; ok && v != "" {
+		if ratio, err = strconv.ParseFloat(v, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.stats, err = NewEnvoyStats(srv, ratio); err != nil {
+		t.Fatal(err)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -705,13 +789,27 @@ func (s *replayServer) reload(c *replayCase, r *replayReload) []replayDiff {
 	return nil
 }
 
-func (s *replayServer) step(c *replayCase, st *replayStep) []replayDiff {
+func (s *replayServer) step(c *replayCase, st *replayStep) (diffs []replayDiff) {
 	at := fmt.Sprintf("%s#%d", c.id(), st.n)
-	var diffs []replayDiff
 	diff := func(field string, want, got any) {
 		diffs = append(diffs, replayDiff{at: at, field: field, want: fmt.Sprint(want), got: fmt.Sprint(got)})
 	}
 	s.clock.Set(replayEpoch.Add(time.Duration(st.at) * time.Second))
+	before := make([]uint64, len(st.stats))
+	for i, x := range st.stats {
+		before[i] = s.statValue(x)
+	}
+	defer func() { // after the answer's fields: into the named result
+		for i, x := range st.stats {
+			got := s.statValue(x)
+			if x.delta {
+				got -= before[i]
+			}
+			if got != x.n {
+				diff("stat:"+x.key+"."+x.family, x.n, got)
+			}
+		}
+	}()
 	req := &rlsv3.RateLimitRequest{Domain: st.domain, Descriptors: st.descs, HitsAddend: st.hits}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -777,6 +875,17 @@ func (s *replayServer) step(c *replayCase, st *replayStep) []replayDiff {
 	return diffs
 }
 
+// statValue is rlctl's count of x's family for x's limit: the series of its name's
+// labels (0 before the series exists).
+func (s *replayServer) statValue(x replayStat) uint64 {
+	s.stats.mu.RLock()
+	defer s.stats.mu.RUnlock()
+	if se := s.stats.series[statsLabels(x.key)]; se != nil {
+		return se.n[statFamilies[x.family]].Load()
+	}
+	return 0
+}
+
 func durationText(d time.Duration, ok bool) string {
 	if !ok {
 		return "none"
@@ -797,7 +906,7 @@ func headerLines(hs []*corev3.HeaderValue) []string {
 type replayTally struct {
 	backend                  string
 	sequences, steps, agreed int
-	stats                    int
+	stats, unchecked         int
 	unlisted                 []replayDiff
 	byReason                 map[string]map[string]bool // per reason: the steps it excuses or blocks
 	used                     map[int]bool               // knownDiffs entries that excused something
@@ -807,6 +916,7 @@ func (r *replayTally) add(c *replayCase, diffs []replayDiff) {
 	r.sequences++
 	r.steps += c.steps
 	r.stats += c.stats
+	r.unchecked += c.unchecked
 	if len(diffs) == 0 {
 		r.agreed++
 	}
@@ -874,8 +984,8 @@ func (r *replayTally) report(t *testing.T) {
 	for _, d := range r.unlisted {
 		t.Errorf("unlisted disagreement: %s", d)
 	}
-	t.Logf("%s: %d sequences replayed, %d steps, %d sequences agree in every step; %d peer statistics recorded, not checked",
-		r.backend, r.sequences, r.steps, r.agreed, r.stats)
+	t.Logf("%s: %d sequences replayed, %d steps, %d sequences agree in every step; of the peer's %d statistics, %d (its limits') checked, %d others (local cache, config loads, errors) recorded",
+		r.backend, r.sequences, r.steps, r.agreed, r.stats, r.stats-r.unchecked, r.unchecked)
 	reasons := slices.Sorted(func(yield func(string) bool) {
 		for k := range r.byReason {
 			if !yield(k) {

@@ -20,6 +20,10 @@ import (
 //	             the descriptor's limit override (Envoy's descriptor limit): its amount,
 //	             and its unit as a window ("1s", "1m", "1h", "1d", "7d", "30d", "365d");
 //	             both "" when it has none
+//	limit.stats_key
+//	             the name envoyproxy/ratelimit gives an override's statistics: the
+//	             domain, then each entry as key_value (the key alone for an empty
+//	             value), joined by '.'; "" without an override
 //	<key>        the value of the first entry with that key
 //
 // and "" for any other name. The names above but <key> are reserved: an entry whose key
@@ -77,6 +81,22 @@ func (r *Request) Attr(name string) string {
 			return ""
 		}
 		return OverrideUnits[int32(r.limit.GetUnit())]
+	case "limit.stats_key":
+		if r.limit == nil {
+			return ""
+		}
+		// envoyproxy/ratelimit's descriptorKey (src/config/config_impl.go).
+		var b strings.Builder
+		b.WriteString(r.domain)
+		for _, e := range r.entries {
+			b.WriteByte('.')
+			b.WriteString(e.GetKey())
+			if v := e.GetValue(); v != "" {
+				b.WriteByte('_')
+				b.WriteString(v)
+			}
+		}
+		return b.String()
 	}
 	if n, ok := strings.CutPrefix(name, "entry."); ok && n != "" && strings.Trim(n, "0123456789") == "" {
 		if i, err := strconv.Atoi(n); err == nil && i >= 1 && i <= len(r.entries) {

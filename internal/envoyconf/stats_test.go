@@ -144,9 +144,9 @@ func load(t *testing.T, out []byte) *applied {
 
 // statsKey is the rendered stats_key of the rule that applies to the descriptor, and
 // whether one applies.
-func (a *applied) statsKey(t *testing.T, domain string, es []peerEntry) (string, bool) {
+func (a *applied) statsKey(t *testing.T, domain string, es []peerEntry, override *peerLimit) (string, bool) {
 	t.Helper()
-	r := request(domain, es, nil)
+	r := request(domain, es, override)
 	dec, err := a.e.Peek(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +234,7 @@ func TestStatsKey(t *testing.T) {
 			if c.expr != "" && !strings.Contains(string(out), "stats_key = "+c.expr+"\n") {
 				t.Errorf("the translation does not write stats_key = %s:\n%s", c.expr, out)
 			}
-			got, ok := load(t, out).statsKey(t, "d", c.entries)
+			got, ok := load(t, out).statsKey(t, "d", c.entries, nil)
 			if !ok || got != c.want {
 				t.Errorf("stats_key renders %q (a rule applies: %v), want %q\n%s", got, ok, c.want, out)
 			}
@@ -244,6 +244,22 @@ func TestStatsKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// peerDescriptorKey is envoyproxy/ratelimit's descriptorKey (src/config/config_impl.go):
+// the name of an override's limit.
+func peerDescriptorKey(domain string, es []peerEntry) string {
+	key := ""
+	for _, e := range es {
+		if key != "" {
+			key += "."
+		}
+		key += e.key
+		if e.value != "" {
+			key += "_" + e.value
+		}
+	}
+	return domain + "." + key
 }
 
 // TestStatsKeyMatchesPeer is the differential test of the statistics' names: on the random
@@ -286,10 +302,19 @@ func TestStatsKeyMatchesPeer(t *testing.T) {
 				}
 			}
 			want := ""
-			if l := peerGetLimit(peer, domain, es); l != nil && !l.unlimited {
+			override := g.override()
+			if override != nil && len(es) == 0 {
+				continue // a descriptor of no entries: not one Envoy sends
+			}
+			_, known := peer[domain]
+			switch l := peerGetLimit(peer, domain, es); {
+			case override != nil && known:
+				want = peerDescriptorKey(domain, es) // an override's limit is named by its descriptor
+			case override != nil: // no limit in a domain the configuration does not know
+			case l != nil && !l.unlimited:
 				want = peerStatsKey(peer, of, domain, es)
 			}
-			got, ok := a.statsKey(t, domain, es)
+			got, ok := a.statsKey(t, domain, es, override)
 			if ok != (want != "") || got != want {
 				t.Fatalf("seed %d: descriptor %s %v: stats_key %q (a rule applies: %v); envoyproxy/ratelimit names it %q\n%s", seed, domain, es, got, ok, want, out)
 			}

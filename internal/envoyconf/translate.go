@@ -184,7 +184,7 @@ func (t *translator) level(ds []*Descriptor, path []step) {
 
 // Reserved are the attribute names of an Envoy descriptor's request that are not entry
 // keys: an entry whose key is one of them is read by its position.
-var reserved = regexp.MustCompile(`^(domain|descriptor|entries|entry\.[0-9]+|limit\.requests_per_unit|limit\.window)$`)
+var reserved = regexp.MustCompile(`^(domain|descriptor|entries|entry\.[0-9]+|limit\.requests_per_unit|limit\.window|limit\.stats_key)$`)
 
 // rule writes the rule of the node at the end of path.
 func (t *translator) rule(path []step) {
@@ -267,6 +267,7 @@ algorithm = "fixed_window"
 key = "${request["limit.window"]}:${request.entries}"
 limit = tonumber(request["limit.requests_per_unit"])
 window = request["limit.window"]
+stats_key = request["limit.stats_key"]
 }
 }
 
