@@ -207,18 +207,12 @@ func checkAtomic1(steps []step, res []result) *violation {
 			if res[i].allowed {
 				what = "a peek (cost 0)"
 			}
-			return &violation{status: Fail, mark: []int{i}, msg: fmt.Sprintf("%s changed the key: %s became %s", what, stateText(res[i].before), stateText(res[i].after))}
+			return &violation{status: Fail, mark: []int{i}, msg: fmt.Sprintf("%s changed the key: %s", what, stateDiff(res[i].before, res[i].after))}
 		}
 	}
 	return nil
 }
 
-func stateText(s string) string {
-	if s == "" {
-		return "(no key)"
-	}
-	return s
-}
 
 // expiryGap is how long past a reset-after a key may live: Redis keeps expiry instants in
 // milliseconds, so the scripts round TTLs up and add one.
@@ -248,7 +242,14 @@ func checkExpiry(s *subject, g *rig, steps []step, res []result) *violation {
 		if last >= 0 {
 			mark = []int{last}
 		}
-		return &violation{status: Fail, mark: mark, msg: fmt.Sprintf("%d key(s) left %s after the last reset-after ended: %s = %s", n, fmtUS(gap), keys[0], g.dump(keys[0]))}
+		dump := g.dump(keys[0])
+		msg := fmt.Sprintf("%d key(s) left %s after the last reset-after ended (at %s): %s = %s", n, fmtUS(gap), traceTime(horizon), keys[0], stateText(dump))
+		if st, ok := parseState(dump); ok && st.expireAt < 0 {
+			msg += ", so it never expires"
+		} else if s.spec.prec.TTL == 0 {
+			msg += `; if the algorithm's TTLs are coarser than its answers on purpose (EXPIRE in whole seconds), declare it in its guarantee: precision { ttl = "1s" }`
+		}
+		return &violation{status: Fail, mark: mark, msg: msg}
 	}
 	return nil
 }
@@ -328,6 +329,10 @@ func checkReset(s *subject, steps []step, res []result) *violation {
 		case rr.ResetAfter < 0:
 			return at("reset-after %d is negative", rr.ResetAfter)
 		case rr.ResetAfter >= maxProbeAhead:
+			continue
+		case !p.liveAfter && rr.Remaining < p.fresh && !(res[i].allowed && st.cost > 0):
+			// Nothing was charged, so there is no key to outlive: a remaining below an empty
+			// key's is the remaining property's finding, not a TTL's.
 			continue
 		case !p.liveAfter && rr.Remaining < p.fresh:
 			return at("the request left no key, yet its reply counts state (remaining %d of an empty key's %d, reset-after %s): the key was deleted as it was written, as a TTL of 0 does", rr.Remaining, p.fresh, fmtUS(rr.ResetAfter))
