@@ -213,7 +213,6 @@ func checkAtomic1(steps []step, res []result) *violation {
 	return nil
 }
 
-
 // expiryGap is how long past a reset-after a key may live: Redis keeps expiry instants in
 // milliseconds, so the scripts round TTLs up and add one.
 const expiryGap = 3000
