@@ -433,7 +433,7 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string)
 		func(_ *rig, steps []step, res []result) *violation { return checkDenial(sub, steps, res) },
 		func(_ *rig, steps []step, res []result) *violation { return checkRemaining(sub, steps, res) },
 		func(_ *rig, steps []step, res []result) *violation { return checkReset(sub, steps, res) },
-		func(_ *rig, steps []step, res []result) *violation { return checkAtomic1(steps, res) },
+		func(g *rig, steps []step, res []result) *violation { return checkAtomic1(sub, g, steps, res) },
 		func(g *rig, steps []step, res []result) *violation { return checkExpiry(sub, g, steps, res) },
 	}
 	calls, traces := 0, 0

@@ -150,7 +150,7 @@ end
 function commit(key, w) end`,
 	},
 	{
-		name: "writes_on_deny", prop: PropAtomicity, detail: "a denied request changed the key",
+		name: "writes_on_deny", prop: PropAtomicity, detail: "then answered allowed, remaining 1, retry-after 0s, reset-after 10s, where without it the answer is allowed, remaining 2",
 		commands: `["HMGET", "HSET", "PEXPIRE"]`,
 		lua: `params = {'pos', 'pos'}
 function check(key, now, cost, p)
@@ -158,7 +158,7 @@ function check(key, now, cost, p)
   if n + cost <= p[1] then
     return 1, p[1] - n - cost, 0, p[2], p[1], {n + cost}
   end
-  call('HSET', key, 'denied', now)
+  call('HSET', key, 'n', n + 1)
   return 0, 0, p[2], p[2], p[1]
 end
 function commit(key, w)
@@ -235,6 +235,55 @@ policy "p" {
 				t.Fatalf("%s: %s %s\n%s", bp.prop, r.Status, r.Detail, b.String())
 			}
 		})
+	}
+}
+
+// TestAtomicityUnobservedWrite: a denied request that writes a field the algorithm never
+// reads changes no later answer: atomicity reports it as a note, naming the field.
+func TestAtomicityUnobservedWrite(t *testing.T) {
+	cfg := parse(t, map[string]string{
+		"p.hcl": `algorithm "stamp_on_deny" {
+  source   = "p.lua"
+  params   = { limit = "count", window = "duration" }
+  commands = ["HMGET", "HSET", "PEXPIRE", "EXISTS"]
+  guarantee "window" {
+    amount = param.limit
+    window = param.window
+  }
+}
+policy "p" {
+  rule "r" {
+    algorithm = "stamp_on_deny"
+    key       = "k"
+    limit     = 3
+    window    = "10s"
+  }
+}`,
+		"p.lua": `params = {'pos', 'pos'}
+function check(key, now, cost, p)
+  local n = tonumber(call('HMGET', key, 'n')[1]) or 0
+  if n + cost <= p[1] then
+    return 1, p[1] - n - cost, 0, p[2], p[1], {n + cost}
+  end
+  if call('EXISTS', key) == 1 then
+    call('HSET', key, 'denied', now)
+  end
+  return 0, 0, p[2], p[2], p[1]
+end
+function commit(key, w)
+  call('HSET', key, 'n', w[1])
+  expire_us(key, 1)
+end`,
+	})
+	f, err := Check(cfg, WithBudget(testBudget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := find(t, f, "p", "r", PropAtomicity)
+	if r.Status != Note || !strings.Contains(r.Detail, "added denied=") || !strings.Contains(r.Detail, "changed no later answer") {
+		var b bytes.Buffer
+		f.WriteText(&b, false)
+		t.Fatalf("atomicity: %s %s\n%s", r.Status, r.Detail, b.String())
 	}
 }
 

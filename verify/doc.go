@@ -74,7 +74,9 @@
 //   - reset-after: a peek at that instant answers as for an empty key, and one before it
 //     (less the declared precision) does not; a key that expires while its state still
 //     counts is named as a TTL too short.
-//   - atomicity: a denied request and a peek change nothing.
+//   - atomicity: a denied request and a peek change nothing a later request can tell
+//     (the trace run again without one gives the same later answers); a rewrite no
+//     answer shows is a note.
 //   - expiry: no key outlives the last reset-after (plus the declared TTL precision and,
 //     for client clocks, the policy's clock skew).
 //   - determinism: a trace run twice on fresh hosts gives identical replies and state.

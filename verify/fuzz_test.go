@@ -100,7 +100,7 @@ func FuzzVerify(f *testing.F) {
 		for _, v := range []*violation{
 			checkLimit(sub, steps, res),
 			checkRetry(sub, steps, res),
-			checkAtomic1(steps, res),
+			checkAtomic1(sub, g, steps, res),
 			checkExpiry(sub, g, steps, res),
 		} {
 			if v != nil && v.status == Fail {

@@ -34,7 +34,7 @@ const (
 	stmtDenial = "an exact guarantee is a promise to admit too: a request is denied only when admitting it would break the limit statement, given what was admitted before"
 	stmtRemain = "remaining is what is left: never negative nor above the limit; a request of that cost at the same instant passes and one of a unit more does not; the limit a reply reports is the guarantee's amount"
 	stmtReset  = "reset-after is when the key is back to empty: a peek then answers as for a fresh key, and a peek before then does not (it may be late by the declared precision, never early)"
-	stmtAtom1  = "a denied request, and a peek (cost 0), changes nothing: the key's value and expiry are identical before and after"
+	stmtAtom1  = "a denied request, and a peek (cost 0), changes nothing a later request can tell: every later answer is what it would be without them (a rewrite no answer shows, such as a purge of what no longer counts, is a note)"
 	stmtAtomN  = "a request is allowed exactly when every enforcing rule allows it (the first enforcing rule that denies decides), and a denied request changes none of its rules' keys"
 	stmtExp    = "after the traffic stops, once every reset-after the rule reported has passed, no key is left: idle state expires and memory stays bounded by the active keys"
 	stmtDet    = "the same trace run twice, each time on a fresh host, gives identical replies and identical state"
@@ -196,21 +196,77 @@ func retryText(us int64) string {
 	return fmtUS(us)
 }
 
-// checkAtomic1 checks that denied requests and peeks change nothing on a single-rule trace.
-func checkAtomic1(steps []step, res []result) *violation {
+// checkAtomic1 checks, on a single-rule trace run on g, that denied requests and peeks
+// change nothing a later request can tell: a step that rewrote the key is taken out and
+// the trace run again, and the later answers compared (allowed, remaining, retry-after,
+// reset-after). A rewrite that changes a later answer fails; one that changes none on
+// the trace (a trim, a purge of what no longer counts) is a note. g's keys and clock are
+// as the trace left them afterwards.
+func checkAtomic1(s *subject, g *rig, steps []step, res []result) *violation {
+	var quiet *violation
 	for i, st := range steps {
-		if st.release || (res[i].allowed && st.cost > 0) {
+		if st.release || (res[i].allowed && st.cost > 0) || res[i].before == res[i].after {
 			continue
 		}
-		if res[i].before != res[i].after {
-			what := "a denied request"
-			if res[i].allowed {
-				what = "a peek (cost 0)"
-			}
-			return &violation{status: Fail, mark: []int{i}, msg: fmt.Sprintf("%s changed the key: %s", what, stateDiff(res[i].before, res[i].after))}
+		what := "a denied request"
+		if res[i].allowed {
+			what = "a peek (cost 0)"
+		}
+		diff := stateDiff(res[i].before, res[i].after)
+		j, without, err := s.observed(g, steps, res, i)
+		switch {
+		case err != nil:
+			return &violation{status: Fail, mark: []int{i}, msg: fmt.Sprintf("%s changed the key: %s", what, diff)}
+		case j >= 0:
+			return &violation{status: Fail, mark: []int{i, j}, msg: fmt.Sprintf("%s changed the key: %s; request %d then answered %s, where without it the answer is %s", what, diff, j+1, answerText(res[j]), answerText(without))}
+		case quiet == nil:
+			quiet = &violation{status: Note, mark: []int{i}, msg: fmt.Sprintf("%s rewrote the key (%s), which changed no later answer of the trace", what, diff)}
 		}
 	}
-	return nil
+	return quiet
+}
+
+// observed runs steps again on g without step i and returns the first later step whose
+// answer differs from res's, with its answer there (-1 when none does). g's keys and
+// clock are restored.
+func (s *subject) observed(g *rig, steps []step, res []result, i int) (int, result, error) {
+	snap := g.h.Snapshot()
+	calls, probeCalls := g.calls, g.probeCalls
+	defer func() {
+		g.h.Restore(snap)
+		g.calls, g.probeCalls = calls, probeCalls
+	}()
+	without := append(append([]step(nil), steps[:i]...), steps[i+1:]...)
+	for k := range without {
+		without[k].probe = false
+	}
+	other, _, err := s.run(g, without)
+	if err != nil {
+		return -1, result{}, err
+	}
+	for j := i + 1; j < len(steps); j++ {
+		a, b := res[j], other[j-1]
+		if steps[j].release {
+			continue
+		}
+		if a.allowed != b.allowed || a.rr.Remaining != b.rr.Remaining || a.rr.RetryAfter != b.rr.RetryAfter || a.rr.ResetAfter != b.rr.ResetAfter {
+			return j, b, nil
+		}
+	}
+	return -1, result{}, nil
+}
+
+// answerText is a step's answer in a finding.
+func answerText(r result) string {
+	verdict := "denied"
+	if r.allowed {
+		verdict = "allowed"
+	}
+	retry := "never"
+	if r.rr.RetryAfter >= 0 {
+		retry = fmtUS(r.rr.RetryAfter)
+	}
+	return fmt.Sprintf("%s, remaining %d, retry-after %s, reset-after %s", verdict, r.rr.Remaining, retry, fmtUS(r.rr.ResetAfter))
 }
 
 // expiryGap is how long past a reset-after a key may live: Redis keeps expiry instants in
