@@ -193,6 +193,8 @@ type Param struct {
 	def   []int64
 	// zero: the parameter is a count that may be 0 (algorithms.Param.Min).
 	zero bool
+	// written: a rate reaches the algorithm as written, not reduced (a plugin's).
+	written bool
 }
 
 // Wire returns the parameter's wire values for request r: Const, or the expression's value
@@ -228,7 +230,7 @@ func (p *Param) Wire(r Request) ([]int64, error) {
 	case algorithms.Duration, algorithms.Rate:
 		var s string
 		if s, err = p.Expr.String(r); err == nil {
-			w, err = stringWire(p.Kind, s)
+			w, err = stringWire(p.Kind, s, p.written)
 		}
 	default:
 		return []int64{0}, nil

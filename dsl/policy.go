@@ -518,13 +518,15 @@ func (l *loader) param(r *Rule, ap algorithms.Param, a *hcl.Attribute) (*Param, 
 	if e == nil {
 		return nil, nil
 	}
-	p := &Param{Name: ap.Name, Kind: ap.Kind, Range: a.Range, zero: ap.Min() == 0}
+	// A plugin takes its rates as written (docs/plugins.md); a built-in, reduced.
+	written := !slices.Contains(algorithms.Builtin(), r.Algorithm)
+	p := &Param{Name: ap.Name, Kind: ap.Kind, Range: a.Range, zero: ap.Min() == 0, written: written}
 	if e.kind == kindConst {
 		if e.val.IsNull() {
 			l.add(errorf(a.Expr.Range(), "Missing "+ap.Name, "%s is null; rule %q needs a value, such as %s.", ap.Name, r.Name, exampleParam(ap)))
 			return nil, nil
 		}
-		w, err := constWire(ap, e.val)
+		w, err := constWire(ap, e.val, written)
 		if err != nil {
 			l.add(paramError(a, ap, ap.Name, err))
 			return nil, nil
@@ -537,14 +539,14 @@ func (l *loader) param(r *Rule, ap algorithms.Param, a *hcl.Attribute) (*Param, 
 		p.table = make(map[string][]int64, len(e.table))
 		failed := false
 		for _, k := range sortedKeys(e.table) {
-			w, err := constWire(ap, e.table[k])
+			w, err := constWire(ap, e.table[k], written)
 			if err != nil {
 				l.add(paramError(a, ap, fmt.Sprintf("%s for key %q", ap.Name, k), err))
 				failed = true
 			}
 			p.table[k] = w
 		}
-		w, err := constWire(ap, e.def)
+		w, err := constWire(ap, e.def, written)
 		if err != nil {
 			l.add(paramError(a, ap, "default "+ap.Name, err))
 			failed = true
@@ -560,7 +562,7 @@ func (l *loader) param(r *Rule, ap algorithms.Param, a *hcl.Attribute) (*Param, 
 	}
 	var ws [][]int64
 	for _, v := range vals {
-		w, err := constWire(ap, v)
+		w, err := constWire(ap, v, written)
 		if err != nil {
 			l.add(paramError(a, ap, fmt.Sprintf("%s (it can be %s)", ap.Name, showValue(v)), err))
 			return nil, nil
@@ -611,8 +613,9 @@ type valueError string
 
 func (e valueError) Error() string { return string(e) }
 
-// constWire converts a constant parameter value to its wire values.
-func constWire(ap algorithms.Param, v cty.Value) ([]int64, error) {
+// constWire converts a constant parameter value to its wire values; written: a rate as
+// written (a plugin's), else reduced (see stringWire).
+func constWire(ap algorithms.Param, v cty.Value, written bool) ([]int64, error) {
 	switch kind := ap.Kind; kind {
 	case algorithms.Count:
 		if v.Type() == cty.Number && !v.IsNull() {
@@ -640,7 +643,7 @@ func constWire(ap algorithms.Param, v cty.Value) ([]int64, error) {
 		if err != nil {
 			return nil, err
 		}
-		return stringWire(kind, s)
+		return stringWire(kind, s, written)
 	}
 	return []int64{0}, nil
 }
@@ -657,8 +660,11 @@ func countWire(n, least int64) ([]int64, error) {
 	return []int64{n}, nil
 }
 
-// stringWire parses a duration or a rate.
-func stringWire(kind algorithms.Kind, s string) ([]int64, error) {
+// stringWire parses a duration or a rate: a rate as written ("6/m" is 6 and 60000000 µs)
+// when written, as a plugin takes it, else reduced by the greatest common divisor of its
+// amount and period (1 and 10000000), as the built-ins take it: the same rate, in the
+// smallest numbers their products must keep within 2^53.
+func stringWire(kind algorithms.Kind, s string, written bool) ([]int64, error) {
 	if kind == algorithms.Duration {
 		us, err := parseDuration(s)
 		if err != nil {
@@ -666,7 +672,11 @@ func stringWire(kind algorithms.Kind, s string) ([]int64, error) {
 		}
 		return []int64{us}, nil
 	}
-	n, per, err := parseRate(s)
+	parse := parseRate
+	if written {
+		parse = parseRateAsWritten
+	}
+	n, per, err := parse(s)
 	if err != nil {
 		return nil, err
 	}

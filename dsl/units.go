@@ -184,6 +184,16 @@ func formatDuration(us int64) string {
 // greatest common divisor ("600/m" is 1 per 100000µs). The written period must be at least
 // 1ms; the amount positive and at most 2^53.
 func parseRate(s string) (amount, periodUS int64, err error) {
+	amount, periodUS, err = parseRateAsWritten(s)
+	if err != nil {
+		return 0, 0, err
+	}
+	g := gcd(amount, periodUS)
+	return amount / g, periodUS / g, nil
+}
+
+// parseRateAsWritten is parseRate without the reduction: "600/m" is 600 per 60000000µs.
+func parseRateAsWritten(s string) (amount, periodUS int64, err error) {
 	num, per, ok := strings.Cut(s, "/")
 	if !ok {
 		if _, derr := parseDurationTerms(s); derr == nil {
@@ -231,8 +241,7 @@ func parseRate(s string) (amount, periodUS int64, err error) {
 	if periodUS < msUS {
 		return 0, 0, badValue("The period of the rate %q is below 1ms. %s", s, resolution)
 	}
-	g := gcd(amount, periodUS)
-	return amount / g, periodUS / g, nil
+	return amount, periodUS, nil
 }
 
 func gcd(a, b int64) int64 {
