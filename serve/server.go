@@ -42,6 +42,8 @@ type Server struct {
 	leases leases
 	// xds is the client of Config.XDS; nil without.
 	xds *xdsClient
+	// stats counts the Envoy decisions' statistics once NewEnvoyStats has made it.
+	stats atomic.Pointer[EnvoyStats]
 }
 
 // state is one loaded policy set and the engine deciding it.

@@ -3,12 +3,11 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"weak"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -72,7 +71,7 @@ import (
 //
 // EnvoyStats is a prometheus.Collector, safe for concurrent use.
 type EnvoyStats struct {
-	srv   weak.Pointer[Server]
+	log   *slog.Logger // the Server's
 	ratio float32
 	index atomic.Pointer[statsIndex]
 
@@ -120,12 +119,6 @@ type statsRule struct {
 	fixed *statsSeries // the series of a key that reads no request value
 }
 
-// attached maps each Server to its EnvoyStats; a Server's entry goes when it does.
-var (
-	attached  sync.Map     // weak.Pointer[Server] → *EnvoyStats
-	nattached atomic.Int64 // entries in attached: none skips the lookup
-)
-
 // NewEnvoyStats counts, from now on, the statistics of every ShouldRateLimit decision
 // of s (see EnvoyStats), near_limit past nearLimitRatio of each limit
 // (envoyproxy/ratelimit's NEAR_LIMIT_RATIO, 0.8 there by default), a number from 0 to 1.
@@ -135,15 +128,10 @@ func NewEnvoyStats(s *Server, nearLimitRatio float64) (*EnvoyStats, error) {
 	if !(nearLimitRatio >= 0 && nearLimitRatio <= 1) {
 		return nil, fmt.Errorf("serve: near limit ratio %v: it is a fraction of the limit, from 0 to 1", nearLimitRatio)
 	}
-	c := &EnvoyStats{srv: weak.Make(s), ratio: float32(nearLimitRatio), series: map[[3]string]*statsSeries{}}
-	if _, loaded := attached.LoadOrStore(c.srv, c); loaded {
+	c := &EnvoyStats{log: s.log, ratio: float32(nearLimitRatio), series: map[[3]string]*statsSeries{}}
+	if !s.stats.CompareAndSwap(nil, c) {
 		return nil, errors.New("serve: the server's statistics are already counted by an EnvoyStats")
 	}
-	nattached.Add(1)
-	runtime.AddCleanup(s, func(k weak.Pointer[Server]) {
-		attached.Delete(k)
-		nattached.Add(-1)
-	}, c.srv)
 	if st := s.cur.Load(); st != nil {
 		c.indexFor(st.cfg)
 	}
@@ -175,13 +163,10 @@ func (c *EnvoyStats) Collect(ch chan<- prometheus.Metric) {
 
 // countStats counts decision dec, of the descriptors ds, in s's EnvoyStats if it has one.
 func (s *Server) countStats(ds []envoyconf.Request, dec *engine.Decision) {
-	if nattached.Load() == 0 {
-		return
-	}
 	// The running policies: after a reload that raced with the decision, a rule's name
 	// may find the new stats_key of a rule of that name.
-	if c, ok := attached.Load(weak.Make(s)); ok {
-		c.(*EnvoyStats).count(s.cur.Load().cfg, ds, dec)
+	if c := s.stats.Load(); c != nil {
+		c.count(s.cur.Load().cfg, ds, dec)
 	}
 }
 
@@ -325,8 +310,8 @@ func (c *EnvoyStats) seriesOf(labels [3]string) *statsSeries {
 	}
 	if len(c.series) >= MaxEnvoyStatsSeries {
 		if !c.full.Swap(true) {
-			if srv := c.srv.Value(); srv != nil {
-				srv.log.Warn("rlctl serve: envoyproxy/ratelimit statistics: past the series cap, further names are counted without labels",
+			if c.log != nil {
+				c.log.Warn("rlctl serve: envoyproxy/ratelimit statistics: past the series cap, further names are counted without labels",
 					"max_series", MaxEnvoyStatsSeries, "domain", labels[0], "key1", labels[1], "key2", labels[2])
 			}
 		}
