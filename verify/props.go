@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -203,50 +204,76 @@ func retryText(us int64) string {
 // the trace (a trim, a purge of what no longer counts) is a note. g's keys and clock are
 // as the trace left them afterwards.
 func checkAtomic1(s *subject, g *rig, steps []step, res []result) *violation {
-	var quiet *violation
+	var rewrote []int
 	for i, st := range steps {
-		if st.release || (res[i].allowed && st.cost > 0) || res[i].before == res[i].after {
-			continue
-		}
-		what := "a denied request"
-		if res[i].allowed {
-			what = "a peek (cost 0)"
-		}
-		diff := stateDiff(res[i].before, res[i].after)
-		j, without, err := s.observed(g, steps, res, i)
-		switch {
-		case err != nil:
-			return &violation{status: Fail, mark: []int{i}, msg: fmt.Sprintf("%s changed the key: %s", what, diff)}
-		case j >= 0:
-			return &violation{status: Fail, mark: []int{i, j}, msg: fmt.Sprintf("%s changed the key: %s; request %d then answered %s, where without it the answer is %s", what, diff, j+1, answerText(res[j]), answerText(without))}
-		case quiet == nil:
-			quiet = &violation{status: Note, mark: []int{i}, msg: fmt.Sprintf("%s rewrote the key (%s), which changed no later answer of the trace", what, diff)}
+		if !st.release && !(res[i].allowed && st.cost > 0) && res[i].before != res[i].after {
+			rewrote = append(rewrote, i)
 		}
 	}
-	return quiet
+	if len(rewrote) == 0 {
+		return nil
+	}
+	what := func(i int) string {
+		if res[i].allowed {
+			return "a peek (cost 0)"
+		}
+		return "a denied request"
+	}
+	fail := func(i, j int, without result) *violation {
+		msg := fmt.Sprintf("%s changed the key: %s", what(i), stateDiff(res[i].before, res[i].after))
+		if j < 0 {
+			return &violation{status: Fail, mark: []int{i}, msg: msg}
+		}
+		return &violation{status: Fail, mark: []int{i, j}, msg: fmt.Sprintf("%s; request %d then answered %s, where without it the answer is %s", msg, j+1, answerText(res[j]), answerText(without))}
+	}
+	// One run without every rewrite settles the usual cases: none shows (a note), or the
+	// trace has one rewrite. Only when several together show is each tried alone, to name
+	// the one to blame.
+	j, without, err := s.observed(g, steps, res, rewrote)
+	switch {
+	case err != nil:
+		return fail(rewrote[0], -1, result{})
+	case j < 0:
+		i := rewrote[0]
+		return &violation{status: Note, mark: []int{i}, msg: fmt.Sprintf("%s rewrote the key (%s), which changed no later answer of the trace", what(i), stateDiff(res[i].before, res[i].after))}
+	case len(rewrote) == 1:
+		return fail(rewrote[0], j, without)
+	}
+	for _, i := range rewrote {
+		if j1, without1, err := s.observed(g, steps, res, []int{i}); err != nil || j1 >= 0 {
+			return fail(i, j1, without1)
+		}
+	}
+	return fail(rewrote[0], j, without) // they show only together
 }
 
-// observed runs steps again on g without step i and returns the first later step whose
-// answer differs from res's, with its answer there (-1 when none does). g's keys and
-// clock are restored.
-func (s *subject) observed(g *rig, steps []step, res []result, i int) (int, result, error) {
+// observed runs steps again on g without the steps drop (ascending indexes) and returns
+// the first later step whose answer differs from res's, with its answer there (-1 when
+// none does). g's keys and step counts are restored.
+func (s *subject) observed(g *rig, steps []step, res []result, drop []int) (int, result, error) {
 	snap := g.h.Snapshot()
 	calls, probeCalls := g.calls, g.probeCalls
 	defer func() {
 		g.h.Restore(snap)
 		g.calls, g.probeCalls = calls, probeCalls
 	}()
-	without := append(append([]step(nil), steps[:i]...), steps[i+1:]...)
-	for k := range without {
-		without[k].probe = false
+	var without []step
+	var kept []int // kept[k]: the index in steps of without[k]
+	for i, st := range steps {
+		if slices.Contains(drop, i) {
+			continue
+		}
+		st.probe = false
+		without = append(without, st)
+		kept = append(kept, i)
 	}
 	other, _, err := s.run(g, without)
 	if err != nil {
 		return -1, result{}, err
 	}
-	for j := i + 1; j < len(steps); j++ {
-		a, b := res[j], other[j-1]
-		if steps[j].release {
+	for k, j := range kept {
+		a, b := res[j], other[k]
+		if j < drop[0] || steps[j].release {
 			continue
 		}
 		if a.allowed != b.allowed || a.rr.Remaining != b.rr.Remaining || a.rr.RetryAfter != b.rr.RetryAfter || a.rr.ResetAfter != b.rr.ResetAfter {
