@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,10 +15,6 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	xdsserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	ratelimitconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -30,85 +24,11 @@ import (
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/envoyconf"
 	"github.com/rlctl/rlctl/internal/syncbuf"
+	"github.com/rlctl/rlctl/internal/xdstest"
 	"github.com/rlctl/rlctl/luahost"
 )
 
 const xdsNode = "rlctl-test"
-
-// mgmt is a management server: go-control-plane's xDS server with a snapshot cache, on
-// loopback, and the requests its streams receive.
-type mgmt struct {
-	addr   string
-	cache  cache.SnapshotCache
-	reqs   chan *discoveryv3.DiscoveryRequest
-	nonces sync.Map // a response's nonce → its version
-	g      *grpc.Server
-}
-
-// startMgmt starts a management server on addr ("127.0.0.1:0" for a port of its own).
-func startMgmt(t *testing.T, addr string) *mgmt {
-	t.Helper()
-	m := &mgmt{cache: cache.NewSnapshotCache(false, cache.IDHash{}, nil), reqs: make(chan *discoveryv3.DiscoveryRequest, 100)}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.addr = l.Addr().String()
-	srv := xdsserver.NewServer(t.Context(), m.cache, xdsserver.CallbackFuncs{
-		StreamRequestFunc: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
-			m.reqs <- r
-			return nil
-		},
-		StreamResponseFunc: func(_ context.Context, _ int64, _ *discoveryv3.DiscoveryRequest, r *discoveryv3.DiscoveryResponse) {
-			m.nonces.Store(r.GetNonce(), r.GetVersionInfo())
-		},
-	})
-	m.g = grpc.NewServer()
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(m.g, srv)
-	go m.g.Serve(l)
-	t.Cleanup(m.g.Stop)
-	return m
-}
-
-// set makes rcs the node's resources, at version.
-func (m *mgmt) set(t *testing.T, version string, rcs ...*ratelimitconfv3.RateLimitConfig) {
-	t.Helper()
-	res := make([]types.Resource, len(rcs))
-	for i, rc := range rcs {
-		res[i] = rc
-	}
-	snap, err := cache.NewSnapshot(version, map[resource.Type][]types.Resource{resource.RateLimitConfigType: res})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.cache.SetSnapshot(context.Background(), xdsNode, snap); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// next is the next request the server receives.
-func (m *mgmt) next(ctx context.Context, t *testing.T) *discoveryv3.DiscoveryRequest {
-	t.Helper()
-	select {
-	case r := <-m.reqs:
-		return r
-	case <-ctx.Done():
-		t.Fatal("no request from the xDS client")
-		return nil
-	}
-}
-
-// answered is the next request that answers a response of version (its ACK or NACK, by
-// the response's nonce), skipping the others.
-func (m *mgmt) answered(ctx context.Context, t *testing.T, version string) *discoveryv3.DiscoveryRequest {
-	t.Helper()
-	for {
-		r := m.next(ctx, t)
-		if v, ok := m.nonces.Load(r.GetResponseNonce()); ok && v == version {
-			return r
-		}
-	}
-}
 
 // vclock is the backoff's virtual clock: each wait the client asks for, and the means to
 // end it.
@@ -174,7 +94,7 @@ func (r *reloads) hook(ok bool, _, _ int) {
 
 // xdsFixture is a Server on the embedded backend taking its policies from m (and the
 // files, if any), with the backoff on clock.
-func xdsFixture(t *testing.T, m *mgmt, clock *vclock, files map[string]string) (*fixture, *reloads) {
+func xdsFixture(t *testing.T, m *xdstest.Server, clock *vclock, files map[string]string) (*fixture, *reloads) {
 	t.Helper()
 	var log syncbuf.Buffer
 	t.Cleanup(func() {
@@ -191,7 +111,7 @@ func xdsFixture(t *testing.T, m *mgmt, clock *vclock, files map[string]string) (
 		c.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		c.Reloaded = r.hook
 		c.XDS = &XDS{
-			Conn: xdsConn(t, m.addr), Node: &corev3.Node{Id: xdsNode}, Wait: within(t),
+			Conn: xdsConn(t, m.Addr), Node: &corev3.Node{Id: xdsNode}, Wait: within(t),
 			Backoff: func(n int) time.Duration { return time.Duration(n) * time.Second },
 			After:   clock.after,
 		}
@@ -260,14 +180,14 @@ func TestXDS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := startMgmt(t, "127.0.0.1:0")
-	m.set(t, "v1", toProto(parseYAML(t, "ratelimit.yaml", string(yaml))))
+	m := xdstest.Start(t, "127.0.0.1:0")
+	m.Set(t, xdsNode, "v1", toProto(parseYAML(t, "ratelimit.yaml", string(yaml))))
 	clock := &vclock{waits: make(chan wait, 10)}
 	f, r := xdsFixture(t, m, clock, nil)
-	if first := m.next(ctx, t); first.GetNode().GetId() != xdsNode || first.GetTypeUrl() != RateLimitConfigType || first.GetVersionInfo() != "" {
+	if first := m.Next(ctx, t); first.GetNode().GetId() != xdsNode || first.GetTypeUrl() != RateLimitConfigType || first.GetVersionInfo() != "" {
 		t.Fatalf("first request %v", first)
 	}
-	if ack := m.answered(ctx, t, "v1"); ack.GetErrorDetail() != nil || ack.GetVersionInfo() != "v1" {
+	if ack := m.Answered(ctx, t, "v1"); ack.GetErrorDetail() != nil || ack.GetVersionInfo() != "v1" {
 		t.Fatalf("v1: %v", ack)
 	}
 	if r.ok.Load() != 1 || r.failed.Load() != 0 {
@@ -307,8 +227,8 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 1}
 `
 	t.Run("replaced", func(t *testing.T) {
-		m.set(t, "v2", toProto(parseYAML(t, "edge", v2)))
-		if ack := m.answered(ctx, t, "v2"); ack.GetErrorDetail() != nil || ack.GetVersionInfo() != "v2" {
+		m.Set(t, xdsNode, "v2", toProto(parseYAML(t, "edge", v2)))
+		if ack := m.Answered(ctx, t, "v2"); ack.GetErrorDetail() != nil || ack.GetVersionInfo() != "v2" {
 			t.Fatalf("v2: %v", ack)
 		}
 		if r.ok.Load() != 2 {
@@ -327,7 +247,7 @@ descriptors:
 		bad := []*ratelimitconfv3.RateLimitConfig{{Name: "bad", Domain: "edge", Descriptors: []*ratelimitconfv3.RateLimitDescriptor{
 			{Key: "k", RateLimit: &ratelimitconfv3.RateLimitPolicy{RequestsPerUnit: 1}}}}}
 		twice := []*ratelimitconfv3.RateLimitConfig{toProto(parseYAML(t, "a", v2)), toProto(parseYAML(t, "b", v2))}
-		m.set(t, "v3", bad...)
+		m.Set(t, xdsNode, "v3", bad...)
 		for i, c := range []struct {
 			version string
 			why     string
@@ -337,7 +257,7 @@ descriptors:
 			{"v4", `b: duplicate domain "edge"`, []*ratelimitconfv3.RateLimitConfig{toProto(parseYAML(t, "edge", v2))}},
 		} {
 			failed := r.failed.Load()
-			nack := m.answered(ctx, t, c.version)
+			nack := m.Answered(ctx, t, c.version)
 			if nack.GetErrorDetail() == nil || nack.GetVersionInfo() != "v2" || !strings.Contains(nack.GetErrorDetail().GetMessage(), c.why) {
 				t.Fatalf("%s: %v, want a NACK at v2 saying %q", c.version, nack, c.why)
 			}
@@ -352,16 +272,16 @@ descriptors:
 			if w.d != time.Second {
 				t.Errorf("%s comes again: the client waits %v, want the backoff's first 1s", c.version, w.d)
 			}
-			m.set(t, fmt.Sprintf("v%d", 4+i), c.next...)
+			m.Set(t, xdsNode, fmt.Sprintf("v%d", 4+i), c.next...)
 			w.fire <- time.Time{}
 		}
-		if ack := m.answered(ctx, t, "v5"); ack.GetErrorDetail() != nil || ack.GetVersionInfo() != "v5" {
+		if ack := m.Answered(ctx, t, "v5"); ack.GetErrorDetail() != nil || ack.GetVersionInfo() != "v5" {
 			t.Fatalf("v5, as v2: %v", ack)
 		}
 	})
 
 	t.Run("reconnects", func(t *testing.T) {
-		m.g.Stop()
+		m.Stop()
 		for n := 1; n <= 3; n++ { // each attempt fails while the server is away
 			w := recv(ctx, t, clock.waits)
 			if w.d != time.Duration(n)*time.Second {
@@ -371,15 +291,15 @@ descriptors:
 				w.fire <- time.Time{}
 				continue
 			}
-			m2 := startMgmt(t, m.addr)
-			m2.set(t, "v6", toProto(parseYAML(t, "edge", strings.Replace(v2, "minute", "hour", 1))))
+			m2 := xdstest.Start(t, m.Addr)
+			m2.Set(t, xdsNode, "v6", toProto(parseYAML(t, "edge", strings.Replace(v2, "minute", "hour", 1))))
 			w.fire <- time.Time{}
 			var first *discoveryv3.DiscoveryRequest
 			for first == nil { // grpc may still be reconnecting: more waits, each fired
 				select {
 				case w := <-clock.waits:
 					w.fire <- time.Time{}
-				case first = <-m2.reqs:
+				case first = <-m2.Requests:
 				case <-ctx.Done():
 					t.Fatal("the client never came back")
 				}
@@ -387,14 +307,14 @@ descriptors:
 			if first.GetVersionInfo() != "v5" || first.GetNode().GetId() != xdsNode || first.GetResponseNonce() != "" {
 				t.Fatalf("first request after reconnecting: %v, want version v5", first)
 			}
-			if ack := m2.answered(ctx, t, "v6"); ack.GetErrorDetail() != nil {
+			if ack := m2.Answered(ctx, t, "v6"); ack.GetErrorDetail() != nil {
 				t.Fatalf("v6: %v", ack)
 			}
 			resp, err := f.rls.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "10.3.0.1")}})
 			if err != nil || resp.GetStatuses()[0].GetCurrentLimit().GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR {
 				t.Fatalf("v6 does not decide: %v %v", resp, err)
 			}
-			m2.g.Stop()
+			m2.Stop()
 		}
 		if w := recv(ctx, t, clock.waits); w.d != time.Second {
 			t.Errorf("after a stream that worked, the backoff is %v, want it started over at 1s", w.d)
@@ -408,13 +328,13 @@ descriptors:
 // none at all, New ends with its Wait context.
 func TestXDSWaits(t *testing.T) {
 	ctx := within(t)
-	m := startMgmt(t, "127.0.0.1:0")
+	m := xdstest.Start(t, "127.0.0.1:0")
 	clock := &vclock{waits: make(chan wait, 10)}
 	newServer := func(node string, wait context.Context) chan error {
 		done := make(chan error, 1)
 		go func() {
 			srv, err := New(Config{Backend: engine.NewLocal(luahost.New()), XDS: &XDS{
-				Conn: xdsConn(t, m.addr), Node: &corev3.Node{Id: node}, Wait: wait, After: clock.after,
+				Conn: xdsConn(t, m.Addr), Node: &corev3.Node{Id: node}, Wait: wait, After: clock.after,
 			}})
 			if err == nil {
 				srv.Close()
@@ -425,10 +345,10 @@ func TestXDSWaits(t *testing.T) {
 	}
 
 	done := newServer(xdsNode, ctx)
-	m.next(ctx, t) // the client is waiting
-	m.set(t, "v1", &ratelimitconfv3.RateLimitConfig{Name: "bad", Domain: "edge", Descriptors: []*ratelimitconfv3.RateLimitDescriptor{
+	m.Next(ctx, t) // the client is waiting
+	m.Set(t, xdsNode, "v1", &ratelimitconfv3.RateLimitConfig{Name: "bad", Domain: "edge", Descriptors: []*ratelimitconfv3.RateLimitDescriptor{
 		{Key: "k", RateLimit: &ratelimitconfv3.RateLimitPolicy{RequestsPerUnit: 1}}}})
-	if nack := m.answered(ctx, t, "v1"); nack.GetErrorDetail() == nil || nack.GetVersionInfo() != "" || !strings.Contains(nack.GetErrorDetail().GetMessage(), "invalid rate limit unit") {
+	if nack := m.Answered(ctx, t, "v1"); nack.GetErrorDetail() == nil || nack.GetVersionInfo() != "" || !strings.Contains(nack.GetErrorDetail().GetMessage(), "invalid rate limit unit") {
 		t.Fatalf("a first configuration that does not translate: %v", nack)
 	}
 	w := recv(ctx, t, clock.waits) // v1 again, tried after a wait
@@ -437,7 +357,7 @@ func TestXDSWaits(t *testing.T) {
 		t.Fatalf("New returned (%v) with no configuration loaded", err)
 	default:
 	}
-	m.set(t, "v2", &ratelimitconfv3.RateLimitConfig{Name: "good", Domain: "edge", Descriptors: []*ratelimitconfv3.RateLimitDescriptor{
+	m.Set(t, xdsNode, "v2", &ratelimitconfv3.RateLimitConfig{Name: "good", Domain: "edge", Descriptors: []*ratelimitconfv3.RateLimitDescriptor{
 		{Key: "k", RateLimit: &ratelimitconfv3.RateLimitPolicy{Unit: ratelimitconfv3.RateLimitUnit_SECOND, RequestsPerUnit: 1}}}})
 	w.fire <- time.Time{}
 	if err := recv(ctx, t, done); err != nil {
@@ -446,7 +366,7 @@ func TestXDSWaits(t *testing.T) {
 
 	wait, cancel := context.WithCancel(ctx)
 	done = newServer("rlctl-no-snapshot", wait)
-	m.next(ctx, t)
+	m.Next(ctx, t)
 	cancel()
 	if err := recv(ctx, t, done); !errors.Is(err, context.Canceled) {
 		t.Fatalf("New with no configuration: %v, want the end of its Wait", err)
@@ -459,13 +379,13 @@ func TestXDSWaits(t *testing.T) {
 // protection still holds for the files; a server policy named as a file's is refused.
 func TestXDSWithFiles(t *testing.T) {
 	ctx := within(t)
-	m := startMgmt(t, "127.0.0.1:0")
+	m := xdstest.Start(t, "127.0.0.1:0")
 	v1 := `domain: edge
 descriptors:
   - key: remote_address
     rate_limit: {unit: minute, requests_per_unit: 1}
 `
-	m.set(t, "v1", toProto(parseYAML(t, "edge", v1)))
+	m.Set(t, xdsNode, "v1", toProto(parseYAML(t, "edge", v1)))
 	files := map[string]string{"users.hcl": `policy "users" {
   match = request.domain == "users"
   rule "each" {
@@ -497,8 +417,8 @@ descriptors:
 	both("start", "10.0.0.1", "u1")
 
 	f.write(t, "users.hcl", "this does not parse {")
-	m.set(t, "v2", toProto(parseYAML(t, "edge", strings.Replace(v1, "minute", "hour", 1))))
-	if ack := m.answered(ctx, t, "v2"); ack.GetErrorDetail() != nil {
+	m.Set(t, xdsNode, "v2", toProto(parseYAML(t, "edge", strings.Replace(v1, "minute", "hour", 1))))
+	if ack := m.Answered(ctx, t, "v2"); ack.GetErrorDetail() != nil {
 		t.Fatalf("v2 is refused for a file it should not read: %v", ack.GetErrorDetail())
 	}
 	both("v2", "10.0.0.2", "u2")
@@ -517,8 +437,8 @@ descriptors:
 	both("file reloaded", "10.0.0.3", "u3")
 
 	clash := toProto(parseYAML(t, "users", "domain: users\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 9}\n"))
-	m.set(t, "v3", toProto(parseYAML(t, "edge", v1)), clash)
-	if nack := m.answered(ctx, t, "v3"); nack.GetErrorDetail() == nil || nack.GetVersionInfo() != "v2" || !strings.Contains(nack.GetErrorDetail().GetMessage(), `"users"`) {
+	m.Set(t, xdsNode, "v3", toProto(parseYAML(t, "edge", v1)), clash)
+	if nack := m.Answered(ctx, t, "v3"); nack.GetErrorDetail() == nil || nack.GetVersionInfo() != "v2" || !strings.Contains(nack.GetErrorDetail().GetMessage(), `"users"`) {
 		t.Fatalf("a server policy named as a file's: %v", nack)
 	}
 	both("v3 refused", "10.0.0.4", "u4")

@@ -2,69 +2,25 @@ package main
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
-	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
-	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	xdsserver "github.com/envoyproxy/go-control-plane/pkg/server/v3"
 	ratelimitconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
-	"google.golang.org/grpc"
 
 	"github.com/rlctl/rlctl/internal/syncbuf"
+	"github.com/rlctl/rlctl/internal/xdstest"
 )
-
-// startXDSServer starts go-control-plane's xDS server on loopback with a snapshot cache
-// that gives node its RateLimitConfigs rcs (none: the node waits). asked, when not nil,
-// receives each request a client sends.
-func startXDSServer(t *testing.T, node string, asked chan<- struct{}, rcs ...*ratelimitconfv3.RateLimitConfig) string {
-	t.Helper()
-	c := cache.NewSnapshotCache(false, cache.IDHash{}, nil)
-	if len(rcs) > 0 {
-		res := make([]types.Resource, len(rcs))
-		for i, rc := range rcs {
-			res[i] = rc
-		}
-		snap, err := cache.NewSnapshot("v1", map[resource.Type][]types.Resource{resource.RateLimitConfigType: res})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.SetSnapshot(context.Background(), node, snap); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	var cb xdsserver.Callbacks
-	if asked != nil {
-		cb = xdsserver.CallbackFuncs{StreamRequestFunc: func(int64, *discoveryv3.DiscoveryRequest) error {
-			select {
-			case asked <- struct{}{}:
-			default:
-			}
-			return nil
-		}}
-	}
-	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, xdsserver.NewServer(t.Context(), c, cb))
-	go g.Serve(l)
-	t.Cleanup(g.Stop)
-	return l.Addr().String()
-}
 
 // TestServeXDS: -xds takes envoyproxy/ratelimit configurations from a management server
 // (here go-control-plane's), with the policy files; its limits decide, and their
 // statistics are on /metrics under envoyproxy/ratelimit's names.
 func TestServeXDS(t *testing.T) {
-	addr := startXDSServer(t, "edge-node", nil, &ratelimitconfv3.RateLimitConfig{
+	xs := xdstest.Start(t, "127.0.0.1:0")
+	addr := xs.Addr
+	xs.Set(t, "edge-node", "v1", &ratelimitconfv3.RateLimitConfig{
 		Name:   "xds-domain",
 		Domain: "xds",
 		Descriptors: []*ratelimitconfv3.RateLimitDescriptor{{
@@ -110,8 +66,7 @@ func TestServeXDS(t *testing.T) {
 // TestServeXDSWaits: until a first configuration arrives nothing is served, and a stop
 // then ends the wait with an error (exit 1); xDS flags without -xds are a usage error.
 func TestServeXDSWaits(t *testing.T) {
-	asked := make(chan struct{}, 1)
-	addr := startXDSServer(t, "other-node", asked)
+	xs := xdstest.Start(t, "127.0.0.1:0")
 	logs := &syncbuf.Buffer{}
 	serveStop = make(chan struct{})
 	ready := make(chan struct{})
@@ -119,10 +74,10 @@ func TestServeXDSWaits(t *testing.T) {
 	t.Cleanup(func() { serveStop, serveReady = nil, nil })
 	exit := make(chan int, 1)
 	go func() {
-		exit <- run([]string{"serve", "-grpc", "127.0.0.1:0", "-http", "", "-admin", "", "-xds", addr, "-xds-node", "nobody"}, &env{stdout: logs, stderr: logs})
+		exit <- run([]string{"serve", "-grpc", "127.0.0.1:0", "-http", "", "-admin", "", "-xds", xs.Addr, "-xds-node", "nobody"}, &env{stdout: logs, stderr: logs})
 	}()
 	select { // its first request: the service waits for an answer that does not come
-	case <-asked:
+	case <-xs.Requests:
 	case code := <-exit:
 		t.Fatalf("exited %d before asking for a configuration:\n%s", code, logs)
 	}
