@@ -118,8 +118,16 @@ func (r Ratio) String() string {
 // reset-after may be up to RetryAfter or ResetAfter late (never early), and a key may
 // outlive its reset-after by up to TTL (besides Redis's millisecond rounding). Zero is
 // exact, the default.
+//
+// Resolution is the algorithm's clock tick: it sees time only to Resolution µs (a
+// millisecond or second clock), or with an error below it (float seconds). Its limit is
+// then judged at that tick, as if its clock could be off the true one by up to a tick
+// (a window looks up to a tick shorter; a rate's interval a tick longer), and each
+// retry-after and reset-after may be early or late by up to a tick besides RetryAfter and
+// ResetAfter. Zero (the default) is 1 µs, the engine's own clock.
 type Precision struct {
 	RetryAfter, ResetAfter, TTL int64
+	Resolution                  int64
 }
 
 // Guarantee is what an algorithm promises, as rlctl verify checks it: the shape of its
@@ -139,6 +147,11 @@ type Guarantee struct {
 	// Why explains a Bound above 1, in one sentence.
 	Why       string
 	Precision Precision
+	// Also are further statements the algorithm keeps at once, each with its own Shape
+	// (window or rate), Terms and Bound: a multi-period limit (10 a second and 1000 a day)
+	// states each period. The Precision and Share are the first statement's, whose
+	// amount the script reports as the limit.
+	Also []Guarantee
 	// Share names the parameters the figures are, for Algorithm.Share; nil when they are
 	// not parameters as they are, and the limit cannot be shared among instances.
 	Share *Slots
@@ -161,6 +174,26 @@ func (a *Algorithm) TermsOf(w []int64) (t Terms, ok bool, err error) {
 		return Terms{}, false, fmt.Errorf("%s's guarantee gives %+v for parameters %v: every figure must be positive", a.Name, t, w)
 	}
 	return t, true, nil
+}
+
+// AlsoTermsOf returns the terms of a's further statements (Guarantee.Also) for wire
+// parameters w, in order, with the shape of each.
+func (a *Algorithm) AlsoTermsOf(w []int64) ([]Terms, error) {
+	var out []Terms
+	for i, g := range a.Guarantee.Also {
+		if g.Terms == nil {
+			return nil, fmt.Errorf("%s's statement %d has no terms", a.Name, i+2)
+		}
+		t, err := g.Terms(w)
+		if err != nil {
+			return nil, fmt.Errorf("%s's statement %d: %w", a.Name, i+2, err)
+		}
+		if t.Amount < a.amountMin() || (g.Shape != ShapeRate && t.Interval < 1) || (g.Shape == ShapeRate && (t.Rate < 1 || t.Period < 1)) {
+			return nil, fmt.Errorf("%s's statement %d gives %+v for parameters %v: every figure must be positive", a.Name, i+2, t, w)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // amountMin is the smallest Terms.Amount a's guarantee may give: the Min of the parameter

@@ -90,6 +90,11 @@ type Algorithm struct {
 	// Complexity is its worst case on Redis per call and per key, which validate holds
 	// rules to a budget with.
 	Complexity Complexity
+	// MaxCost is the most one request may charge a rule of the algorithm (a plugin's
+	// max_cost: 1 for a script written for one request at a time); 0 means up to the
+	// capacity. The engine refuses a request that would charge more, validate a rule whose
+	// cost can, and verify sends no more.
+	MaxCost int64
 	// validate checks cross-parameter bounds on wire values; nil means none.
 	validate func(w []int64) error
 }

@@ -118,6 +118,9 @@ func (a *Algorithm) WorkOf(w []int64, c Costs) (work Work, ok bool, err error) {
 		}
 		i += p.slots()
 	}
+	if a.MaxCost > 0 {
+		capacity = min(capacity, a.MaxCost)
+	}
 	if c.Max <= 0 || c.Max > capacity {
 		c.Max = capacity
 	}

@@ -51,9 +51,15 @@
 //	  params   = { limit = "count", window = "duration" }  # wire order; count|duration|rate|lease
 //	  commands = ["HMGET", "HSET", "PEXPIRE"]               # the only commands it may call (1)
 //	  doc      = "one sentence"    # optional
+//	  max_cost = 1                 # optional: the most one request may charge a rule
 //	  guarantee "window" {         # what verify holds it to (see guarantee.go)
 //	    amount = param.limit
 //	    window = param.window
+//	    precision { resolution = "1ms" }  # optional: its clock's tick, how late answers are
+//	  }
+//	  guarantee "window" {         # optional: more statements it keeps at once
+//	    amount = param.limit * 100
+//	    window = "30d"
 //	  }
 //	  work "hash" {                # optional: its worst case on Redis (see work.go)
 //	    commands = 3               # per call, over param.NAME, cost.min and cost.max

@@ -25,8 +25,13 @@ import (
 //	    retry_after = "1ms"
 //	    reset_after = "1ms"
 //	    ttl         = "1s"
+//	    resolution  = "1ms"      # its clock's tick: judged a tick either way
 //	  }
 //	}
+//
+// A further guarantee block (a window or a rate, after a window or a rate) states another
+// limit the algorithm keeps at once, such as a month beside a minute; the first is the one
+// whose amount the script reports, and holds the precision.
 //
 // The figures are expressions over param.NAME: a count reads as its number, a duration as
 // its length in microseconds, a rate as {amount, period} with the period in
@@ -58,7 +63,7 @@ type figure struct {
 }
 
 var precisionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-	{Name: "retry_after"}, {Name: "reset_after"}, {Name: "ttl"},
+	{Name: "retry_after"}, {Name: "reset_after"}, {Name: "ttl"}, {Name: "resolution"},
 }}
 
 // guaranteeFuncs are the functions a guarantee's expressions may call.
@@ -95,9 +100,47 @@ func guaranteeExample(alg *algorithms.Algorithm) string {
 	return block("window", "amount", "limit", "window", "window")
 }
 
-// pluginGuarantee decodes a plugin's guarantee block into alg.Guarantee; alg.Params must
-// be decoded. It reports false when the block has errors.
-func (l *loader) pluginGuarantee(b *hcl.Block, alg *algorithms.Algorithm) bool {
+// pluginGuarantees decodes a plugin's guarantee blocks into alg.Guarantee: the first is
+// the statement whose amount the script reports as the limit, with the precision; each
+// further one (a window or a rate) is a statement the algorithm keeps at once, in
+// Guarantee.Also. alg.Params must be decoded. It reports false when a block has errors.
+func (l *loader) pluginGuarantees(bs []*hcl.Block, alg *algorithms.Algorithm) bool {
+	var g algorithms.Guarantee
+	var figs []figure
+	var exprs []hcl.Expression
+	ok := true
+	for i, b := range bs {
+		gi, fi, ei, good := l.pluginGuarantee(b, alg, i == 0)
+		switch {
+		case !good:
+			ok = false
+		case i == 0:
+			g, figs, exprs = gi, fi, ei
+		case gi.Shape != algorithms.ShapeWindow && gi.Shape != algorithms.ShapeRate:
+			l.add(errorf(b.LabelRanges[0], "Invalid further guarantee", "A further guarantee block states another limit the algorithm keeps at once (a multi-period limit: a window per period), so it is a window or a rate, not %q. The first block, at %s, states the limit the script reports.", gi.Shape, where(bs[0].DefRange)))
+			ok = false
+		case g.Shape == algorithms.ShapeNone || g.Shape == algorithms.ShapeInFlight:
+			l.add(errorf(b.DefRange, "Invalid further guarantee", "The first guarantee, at %s, is %q: further statements go with a window or a rate, the limit the script reports.", where(bs[0].DefRange), g.Shape))
+			ok = false
+		default:
+			g.Also = append(g.Also, gi)
+		}
+	}
+	if !ok {
+		return false
+	}
+	if len(g.Also) == 0 {
+		g.Share = shareSlots(alg, figs, exprs)
+	}
+	alg.Guarantee = g
+	markCapacity(alg, figs, exprs)
+	return true
+}
+
+// pluginGuarantee decodes one guarantee block, with its figures and their expressions;
+// first says whether it is the first, the one that may have a precision block.
+func (l *loader) pluginGuarantee(b *hcl.Block, alg *algorithms.Algorithm, first bool) (algorithms.Guarantee, []figure, []hcl.Expression, bool) {
+	var none algorithms.Guarantee
 	shapeName := b.Labels[0]
 	var shape algorithms.Shape = -1
 	var names []string
@@ -109,7 +152,7 @@ func (l *loader) pluginGuarantee(b *hcl.Block, alg *algorithms.Algorithm) bool {
 	}
 	if shape < 0 {
 		l.add(errorf(b.LabelRanges[0], "Unknown guarantee", "%q is not a guarantee.%s Use %s: window is at most amount in every interval shorter than window; rate is at most burst plus what rate earns over an interval; in_flight is at most amount held at once; none states no limit.", shapeName, suggestion(shapeName, names), quoteList(names)))
-		return false
+		return none, nil, nil, false
 	}
 	figs := guaranteeAttrs[shape]
 	schema := &hcl.BodySchema{
@@ -122,7 +165,7 @@ func (l *loader) pluginGuarantee(b *hcl.Block, alg *algorithms.Algorithm) bool {
 	content, d := b.Body.Content(schema)
 	l.add(d...)
 	if d.HasErrors() {
-		return false
+		return none, nil, nil, false
 	}
 	g := algorithms.Guarantee{Shape: shape, Bound: algorithms.Exact}
 	ok := true
@@ -163,6 +206,11 @@ func (l *loader) pluginGuarantee(b *hcl.Block, alg *algorithms.Algorithm) bool {
 		ok = false
 	}
 	for i, pb := range content.Blocks {
+		if !first {
+			l.add(errorf(pb.DefRange, "Precision of a further guarantee", "The precision of the algorithm's answers goes in its first guarantee block; the further ones state more limits it keeps."))
+			ok = false
+			continue
+		}
 		if i > 0 {
 			l.add(errorf(pb.DefRange, "Duplicate precision", "A guarantee has one precision block."))
 			ok = false
@@ -175,15 +223,12 @@ func (l *loader) pluginGuarantee(b *hcl.Block, alg *algorithms.Algorithm) bool {
 		}
 	}
 	if !ok {
-		return false
+		return none, nil, nil, false
 	}
 	if shape != algorithms.ShapeNone {
 		g.Terms = func(w []int64) (algorithms.Terms, error) { return termsOf(shape, figs, exprs, alg, w) }
 	}
-	g.Share = shareSlots(alg, figs, exprs)
-	alg.Guarantee = g
-	markCapacity(alg, figs, exprs)
-	return true
+	return g, figs, exprs, true
 }
 
 // shareSlots returns the wire slots of a guarantee's amount (or burst) and rate when each
@@ -309,7 +354,7 @@ func (l *loader) guaranteePrecision(b *hcl.Block) (algorithms.Precision, bool) {
 	for _, f := range []struct {
 		name string
 		dst  *int64
-	}{{"retry_after", &p.RetryAfter}, {"reset_after", &p.ResetAfter}, {"ttl", &p.TTL}} {
+	}{{"retry_after", &p.RetryAfter}, {"reset_after", &p.ResetAfter}, {"ttl", &p.TTL}, {"resolution", &p.Resolution}} {
 		name, dst := f.name, f.dst
 		a := content.Attributes[name]
 		if a == nil {
@@ -320,7 +365,7 @@ func (l *loader) guaranteePrecision(b *hcl.Block) (algorithms.Precision, bool) {
 			ok = false
 			continue
 		}
-		us, err := parseDuration(s)
+		us, err := parsePrecision(s)
 		if err != nil {
 			l.add(errorf(a.Expr.Range(), "Invalid precision", "%s: %s", name, err))
 			ok = false

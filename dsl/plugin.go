@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/big"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -24,6 +25,7 @@ var pluginSchema = &hcl.BodySchema{
 		{Name: "params"},
 		{Name: "commands"},
 		{Name: "doc"},
+		{Name: "max_cost"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "guarantee", LabelNames: []string{"shape"}},
@@ -92,6 +94,20 @@ var allowedCommands = func() []string {
 	return names
 }()
 
+// pluginMaxCost decodes max_cost: a constant whole number of at least 1 (0 when invalid,
+// with a diagnostic).
+func (l *loader) pluginMaxCost(a *hcl.Attribute) int64 {
+	v, d := a.Expr.Value(nil)
+	if !d.HasErrors() && v.Type() == cty.Number && v.IsKnown() && !v.IsNull() {
+		bf := v.AsBigFloat()
+		if n, acc := bf.Int64(); acc == big.Exact && bf.IsInt() && n >= 1 && n <= algorithms.MaxInt {
+			return n
+		}
+	}
+	l.add(errorf(a.Expr.Range(), "Invalid max_cost", "max_cost is the most one request may charge a rule of this algorithm: a constant whole number of at least 1, such as max_cost = 1 for a script written for one request at a time. Leave it out to take any cost up to the capacity."))
+	return 0
+}
+
 func (l *loader) decodePlugin(b *hcl.Block) {
 	if len(b.Labels) == 0 || len(b.LabelRanges) == 0 {
 		return // HCL reported the missing label
@@ -117,6 +133,9 @@ func (l *loader) decodePlugin(b *hcl.Block) {
 	if a := content.Attributes["doc"]; a != nil {
 		alg.Doc, _ = l.constString(a)
 	}
+	if a := content.Attributes["max_cost"]; a != nil {
+		alg.MaxCost = l.pluginMaxCost(a)
+	}
 	if a := content.Attributes["params"]; a != nil {
 		alg.Params, paramsOK = l.pluginParams(a)
 	} else {
@@ -141,11 +160,7 @@ func (l *loader) decodePlugin(b *hcl.Block) {
 		l.add(errorf(b.DefRange, "Missing guarantee", "Algorithm %q needs a guarantee block: what it limits, which rlctl verify then holds it to, such as\n\n%s\n\nShapes: window, rate, in_flight and none; add bound = 2 (with why) for an algorithm that may reach twice its limit by design, and a precision block for answers rounded up.", name, guaranteeExample(alg)))
 	case !paramsOK:
 	default:
-		guaranteeOK = l.pluginGuarantee(gs[0], alg)
-		for _, extra := range gs[1:] {
-			l.add(errorf(extra.DefRange, "Duplicate guarantee", "Algorithm %q has more than one guarantee block; it states one guarantee, defined at %s.", name, where(gs[0].DefRange)))
-			guaranteeOK = false
-		}
+		guaranteeOK = l.pluginGuarantees(gs, alg)
 	}
 	workOK := true
 	switch {

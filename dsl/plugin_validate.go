@@ -21,6 +21,9 @@ func (l *loader) validateWire(a *algorithms.Algorithm, w []int64) error {
 	if _, _, err := a.TermsOf(w); err != nil {
 		return err
 	}
+	if _, err := a.AlsoTermsOf(w); err != nil {
+		return err
+	}
 	if isBuiltin(a.Name) || a.Source == "" || !strings.Contains(a.Source, "validate") {
 		return nil
 	}

@@ -812,6 +812,9 @@ func (l *loader) cost(a *hcl.Attribute, r *Rule, capacity string, capValues []in
 	if minPositive == 0 {
 		minPositive = 1
 	}
+	if alg := r.Algorithm; alg != nil && alg.MaxCost > 0 && slices.Max(costs) > alg.MaxCost {
+		l.add(errorf(a.Expr.Range(), "Cost above max_cost", "A request of rule %q can cost %d, but algorithm %q takes at most %d a request (its max_cost): the engine refuses such requests. Lower the cost, or use an algorithm that takes larger costs.", r.Name, slices.Max(costs), alg.Name, alg.MaxCost))
+	}
 	if len(capValues) == 0 {
 		return e, minPositive
 	}

@@ -18,8 +18,8 @@ const (
 	resolution    = `rlctl's clock resolution is 1ms: Redis expires keys in whole milliseconds, and clocks across clients never agree more closely than that, so a shorter period would limit nothing reliably.`
 )
 
-// Microseconds per unit. "us" and "µs" are understood only to explain that they are below
-// the clock resolution.
+// Microseconds per unit. In a rule "us" and "µs" are understood only to explain that they
+// are below the clock resolution; a guarantee's precision may use them.
 var units = []struct {
 	name string
 	us   int64
@@ -66,6 +66,22 @@ func parseDuration(s string) (int64, error) {
 	}
 	if us < msUS {
 		return 0, badValue("The duration %q is below 1ms. %s", s, resolution)
+	}
+	return us, nil
+}
+
+// parsePrecision returns the microseconds of a guarantee's precision or resolution: at
+// least 1µs (verify's virtual clock counts microseconds, so a float clock's noise of a
+// microsecond can be declared), at most 2^53 µs. Unlike a rule's duration it may be below
+// 1ms: it states how far an algorithm's answers or clock are from exact, not a period to
+// limit over.
+func parsePrecision(s string) (int64, error) {
+	us, err := parseDurationTerms(s)
+	if err != nil {
+		return 0, err
+	}
+	if us == 0 {
+		return 0, badValue("The duration %q is zero; leave the attribute out for exact (1µs), or write at least \"1us\".", s)
 	}
 	return us, nil
 }

@@ -494,6 +494,9 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending, gone []
 			if n != 0 && cost > algorithms.MaxInt/n {
 				return nil, nil, false, fmt.Errorf("%w: policy %q rule %q: cost %d × %d is too large", ErrRequest, p.Name, ru.Name, cost, n)
 			}
+			if m := ru.Algorithm.MaxCost; m > 0 && cost*n > m {
+				return nil, nil, false, fmt.Errorf("%w: policy %q rule %q: a cost of %d, where algorithm %q takes at most %d a request (max_cost)", ErrRequest, p.Name, ru.Name, cost*n, ru.Algorithm.Name, m)
+			}
 			wire, err := ru.Wire(r)
 			if err != nil {
 				return nil, nil, false, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)

@@ -401,7 +401,7 @@ func (c *checker) span(sub *subject) int64 {
 	if c.o.duration > 0 {
 		return c.o.duration.Microseconds()
 	}
-	return 8 * max(sub.spec.window, 1)
+	return 8 * max(sub.spec.window, slices.Max(append(sub.spec.scales(), 1)))
 }
 
 // ruleFinding accumulates one property's verdict over a rule's traces.
@@ -506,8 +506,8 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string)
 	return append(out, c.determinism(p, ru, sub, params, first)), fe.traces > 0, nil
 }
 
-// shrink shrinks steps, whose trace breaks a property as v says, against "breaks it at
-// least as badly" by check, and returns the breach of the shrunk trace with its
+// shrink shrinks steps, whose trace breaks a property as v says, against "still fails"
+// (a warning: "breaks it at least as badly") by check, and returns the breach of the shrunk trace with its
 // counterexample. When the shrunk trace does not break it again, the counterexample is
 // the whole trace; when that does not either, v comes back saying so, without one.
 func (c *checker) shrink(sub *subject, steps []step, v *violation, check func(*rig, []step, []result) *violation) (*violation, *Counterexample, error) {
@@ -518,6 +518,12 @@ func (c *checker) shrink(sub *subject, steps []step, v *violation, check func(*r
 		}
 		c.calls += g.calls + g.probeCalls
 		w := check(g, try, res)
+		// A failure shrinks to the smallest trace that still fails: the shortest
+		// story, though a longer trace may break the limit further. A warning keeps
+		// its worst, the figure the design allows.
+		if v.status == Fail {
+			return w != nil && w.status == Fail
+		}
 		return w != nil && !worse(v, w)
 	})
 	rerun := func(steps []step) (*violation, []result, error) {

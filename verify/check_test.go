@@ -150,7 +150,7 @@ end
 function commit(key, w) end`,
 	},
 	{
-		name: "writes_on_deny", prop: PropAtomicity, detail: "then answered allowed, remaining 1, retry-after 0s, reset-after 10s, where without it the answer is allowed, remaining 2",
+		name: "writes_on_deny", prop: PropAtomicity, detail: "a denied request changed the key: hash: n=",
 		commands: `["HMGET", "HSET", "PEXPIRE"]`,
 		lua: `params = {'pos', 'pos'}
 function check(key, now, cost, p)

@@ -2,6 +2,9 @@ package verify
 
 import (
 	"math/rand/v2"
+	"slices"
+
+	"github.com/rlctl/rlctl/algorithms"
 )
 
 // genRule generates one adversarial single-rule trace and runs it as it goes, so that it
@@ -62,29 +65,68 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 		}
 		return nil
 	}
+	// Costs stay within what the rule takes: up to the capacity and a few more, or up to
+	// the algorithm's max_cost.
+	maxCost := s.alg.MaxCost
 	cost := func() int64 {
 		c := max(capacity, 1)
+		var n int64
 		switch x := rng.IntN(40); {
 		case x < 2:
 			return 0
 		case x < 22:
-			return 1
+			n = 1
 		case x < 34:
-			return 1 + rng.Int64N(c)
+			n = 1 + rng.Int64N(c)
 		case x < 37:
-			return c
+			n = c
 		default:
-			return c + 1 + rng.Int64N(3)
+			n = c + 1 + rng.Int64N(3)
 		}
+		if maxCost > 0 {
+			n = min(n, maxCost)
+		}
+		return n
 	}
 	ask := func(at, c int64) error {
 		lease++
 		return emit(step{at: at, cost: c, lease: lease, probe: rng.IntN(3) == 0})
 	}
-	// nextBoundary is the first multiple of w (in absolute time, as windows align) after t.
-	nextBoundary := func(t int64) int64 {
+	// spend asks for c at one instant: one request, or requests of max_cost each where
+	// the algorithm takes no more (up to the steps left).
+	spend := func(at, c int64) error {
+		if maxCost <= 0 || c <= maxCost {
+			return ask(at, c)
+		}
+		for c > 0 && len(steps) < maxSteps {
+			if err := ask(at, min(c, maxCost)); err != nil {
+				return err
+			}
+			c -= maxCost
+		}
+		return nil
+	}
+	a := aimsOf(s)
+	// scale is the time scale of the next move: mostly the first statement's, now and
+	// then another statement's (a multi-period limit's longer windows).
+	scale := func() int64 {
+		if len(a.scales) > 1 && rng.IntN(3) == 0 {
+			return a.scales[rng.IntN(len(a.scales))]
+		}
+		return w
+	}
+	// period is the period whose boundaries the next attack straddles: half the time the
+	// first statement's window, else one of the periods the rule implies.
+	period := func() int64 {
+		if rng.IntN(2) == 0 || len(a.periods) == 0 {
+			return w
+		}
+		return a.periods[rng.IntN(len(a.periods))]
+	}
+	// nextBoundary is the first multiple of p (in absolute time, as windows align) after t.
+	nextBoundary := func(t, p int64) int64 {
 		abs := base + t
-		return (abs/w+1)*w - base
+		return (abs/p+1)*p - base
 	}
 	for len(steps) < maxSteps && now <= span {
 		switch x := rng.IntN(100); {
@@ -100,8 +142,9 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 					return steps, results, err
 				}
 			}
-			// Just before what the declared precision allows (it may be that late).
-			if p := s.spec.prec.RetryAfter; p > 0 && r > p+1 && d.at+r-p-1 >= now && rng.IntN(2) == 0 {
+			// Just before what the declared precision and resolution allow (it may be
+			// that late, or a tick early).
+			if p := s.spec.prec.RetryAfter + s.spec.res; p > 0 && r > p+1 && d.at+r-p-1 >= now && rng.IntN(2) == 0 {
 				now = d.at + r - p - 1
 				if err := ask(now, d.cost); err != nil {
 					return steps, results, err
@@ -117,25 +160,33 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 			if err := ask(now, d.cost); err != nil {
 				return steps, results, err
 			}
+			// A tick late, where a resolution lets the advice be a tick early.
+			if tick := s.spec.res; tick > 0 && !results[len(results)-1].allowed {
+				now = d.at + r + tick
+				if err := ask(now, d.cost); err != nil {
+					return steps, results, err
+				}
+			}
 			pinned = nil
 		case x < 35:
-			// The full boundary burst: the capacity just before a window boundary, and
-			// again at it.
-			b := nextBoundary(now)
+			// The full boundary burst: the capacity just before a boundary, and again at
+			// it.
+			b := nextBoundary(now, period())
 			if b-1 > now {
 				now = b - 1
 			}
-			if err := ask(now, max(capacity, 1)); err != nil {
+			if err := spend(now, max(capacity, 1)); err != nil {
 				return steps, results, err
 			}
 			now = b
-			if err := ask(now, max(capacity, 1)); err != nil {
+			if err := spend(now, max(capacity, 1)); err != nil {
 				return steps, results, err
 			}
 		case x < 45:
-			// A boundary attack: a burst just before a window boundary and one at it.
-			b := nextBoundary(now)
-			lead := []int64{1, 1000, 1 + rng.Int64N(max(w/10, 1))}[rng.IntN(3)]
+			// A boundary attack: a burst just before a boundary and one at it.
+			p := period()
+			b := nextBoundary(now, p)
+			lead := []int64{1, 1000, 1 + rng.Int64N(max(p/10, 1))}[rng.IntN(3)]
 			if b-lead > now {
 				now = b - lead
 			}
@@ -150,14 +201,34 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 					return steps, results, err
 				}
 			}
-		case x < 52:
+		case x < 50:
+			// A sweep: the capacity just before a boundary of a period the rule implies,
+			// then at that boundary and each next one while they fit in the longest
+			// statement's window. An algorithm whose window is really that period (a
+			// window rounded to the clock's unit, a month of the wrong length) lets the
+			// capacity through at each.
+			p := period()
+			b := nextBoundary(now, p)
+			if b-1 > now {
+				now = b - 1
+			}
+			if err := spend(now, max(capacity, 1)); err != nil {
+				return steps, results, err
+			}
+			for k := int64(0); k < 6 && k*p < a.longest && len(steps) < maxSteps; k++ {
+				now = b + k*p
+				if err := spend(now, max(capacity, 1)); err != nil {
+					return steps, results, err
+				}
+			}
+		case x < 56:
 			// A burst at one instant.
 			for range 2 + rng.IntN(int(min(capacity+2, 8))) {
 				if err := ask(now, cost()); err != nil {
 					return steps, results, err
 				}
 			}
-		case x < 60 && len(holding) > 0:
+		case x < 63 && len(holding) > 0:
 			// Release a lease (a request finished).
 			i := rng.IntN(len(holding))
 			h := holding[i]
@@ -165,21 +236,23 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 			if err := emit(step{at: now, cost: h.cost, release: true, lease: h.lease}); err != nil {
 				return steps, results, err
 			}
-		case x < 64:
+		case x < 67:
 			// Idle past every TTL.
-			now += w*int64(2+rng.IntN(3)) + rng.Int64N(w+1)
+			sc := scale()
+			now += sc*int64(2+rng.IntN(3)) + rng.Int64N(sc+1)
 			if err := ask(now, cost()); err != nil {
 				return steps, results, err
 			}
 		default:
+			sc := scale()
 			switch y := rng.IntN(10); {
 			case y < 2:
 			case y < 4:
 				now++
 			case y < 8:
-				now += rng.Int64N(w/4 + 2)
+				now += rng.Int64N(sc/4 + 2)
 			default:
-				now += rng.Int64N(2*w + 2)
+				now += rng.Int64N(2*sc + 2)
 			}
 			if err := ask(now, cost()); err != nil {
 				return steps, results, err
@@ -187,6 +260,70 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 		}
 	}
 	return steps, results, nil
+}
+
+// aims are what the traffic of a rule aims at: the time scales of its statements, and
+// the periods whose boundaries an algorithm may act at.
+type aims struct {
+	scales  []int64 // the statements' windows (a rate's refill), shortest first
+	longest int64   // the longest of them
+	// periods: the statements' windows, the parameters' durations and rates' periods,
+	// each also rounded down and up to the clock's units, and the clock's units (and a
+	// week, 30 and 365 days) up to the longest window: the boundaries of every window an
+	// algorithm might really keep, whatever it declares.
+	periods []int64
+}
+
+// clockUnits are the units an algorithm's clock or periods may be rounded to, µs.
+var clockUnits = []int64{1_000, 1_000_000, 60_000_000, 3_600_000_000, 86_400_000_000}
+
+// calendarish are periods algorithms hard-code, µs: a week, 30 days, a year of 365 days.
+var calendarish = []int64{7 * 86_400_000_000, 30 * 86_400_000_000, 365 * 86_400_000_000}
+
+func aimsOf(s *subject) aims {
+	a := aims{scales: s.spec.scales()}
+	if len(a.scales) == 0 {
+		a.scales = []int64{max(s.spec.window, 1)}
+	}
+	a.longest = a.scales[len(a.scales)-1]
+	add := func(p int64) {
+		if p >= 1 && p <= 2*a.longest && !slices.Contains(a.periods, p) {
+			a.periods = append(a.periods, p)
+		}
+	}
+	var durations []int64
+	durations = append(durations, a.scales...)
+	i := 0
+	for _, p := range s.alg.Params {
+		switch p.Kind {
+		case algorithms.Duration:
+			durations = append(durations, s.params[i])
+		case algorithms.Rate:
+			durations = append(durations, s.params[i+1])
+			if s.params[i] > 0 {
+				durations = append(durations, s.params[i+1]/s.params[i])
+			}
+			i++
+		}
+		i++
+	}
+	for _, d := range durations {
+		add(d)
+		for _, u := range clockUnits {
+			if d > u {
+				add(d / u * u)
+				add((d + u - 1) / u * u)
+			}
+		}
+	}
+	for _, u := range clockUnits {
+		add(u)
+	}
+	for _, u := range calendarish {
+		add(u)
+	}
+	slices.Sort(a.periods)
+	return a
 }
 
 // clocks are the skewed clocks of a client-clock trace's clients: each is off the true

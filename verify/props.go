@@ -73,23 +73,30 @@ func grants(steps []step, res []result) []grant {
 	return gs
 }
 
-// checkLimit checks the limit statement on a single-rule trace. A trace within the
-// declared bound but beyond the exact statement is a warning: the algorithm does what it
-// says it does by design (fixed_window's boundary burst).
+// checkLimit checks the limit statements on a single-rule trace, each as a hard ceiling
+// (its declared bound) and then as its exact figure: a trace within the declared bound but
+// beyond the exact statement is a warning, the algorithm doing what it says it does by
+// design (fixed_window's boundary burst). The worst breach of any statement is reported.
 func checkLimit(s *subject, steps []step, res []result) *violation {
 	if s.spec.shape == algorithms.ShapeNone {
 		return nil
 	}
 	gs := grants(steps, res)
-	if e := s.spec.worst(gs, s.spec.bound); e != nil {
-		return limitViolation(s.spec, gs, e, Fail)
-	}
-	if !s.spec.exact() {
-		if e := s.spec.worst(gs, algorithms.Exact); e != nil {
-			return limitViolation(s.spec, gs, e, Warn)
+	var w *violation
+	for _, sp := range s.spec.statements() {
+		var v *violation
+		if e := sp.worst(gs, sp.bound); e != nil {
+			v = limitViolation(sp, gs, e, Fail)
+		} else if !sp.exact() {
+			if e := sp.worst(gs, algorithms.Exact); e != nil {
+				v = limitViolation(sp, gs, e, Warn)
+			}
+		}
+		if v != nil && worse(v, w) {
+			w = v
 		}
 	}
-	return nil
+	return w
 }
 
 func limitViolation(sp spec, gs []grant, e *excess, st Status) *violation {
@@ -104,11 +111,11 @@ func limitViolation(sp spec, gs []grant, e *excess, st Status) *violation {
 	}
 	switch sp.shape {
 	case algorithms.ShapeWindow:
-		v.msg = fmt.Sprintf("%d allowed within %s (less than the %s window) against a limit of %d", e.allowed, fmtUS(e.span), fmtUS(sp.window-sp.skew), sp.limit)
+		v.msg = fmt.Sprintf("%d allowed within %s (less than the %s window) against a limit of %d", e.allowed, fmtUS(e.span), fmtUS(sp.window-sp.widen()), sp.limit)
 	case algorithms.ShapeRate:
 		v.msg = fmt.Sprintf("%d allowed within %s against a burst of %d", e.allowed, fmtUS(e.span), sp.limit)
 		if exactBound != sp.limit {
-			v.msg += fmt.Sprintf(", where at most %d may pass (the burst and what the rate earns in %s)", exactBound, fmtUS(e.span+sp.skew))
+			v.msg += fmt.Sprintf(", where at most %d may pass (the burst and what the rate earns in %s)", exactBound, fmtUS(e.span+sp.widen()))
 		}
 	case algorithms.ShapeInFlight:
 		v.msg = fmt.Sprintf("%d held at once against a limit of %d", e.allowed, sp.limit)
@@ -128,7 +135,7 @@ func (s spec) worstBoundExact(gs []grant, e *excess) int64 {
 	if s.shape != algorithms.ShapeRate {
 		return s.limit
 	}
-	b := new(big.Int).Mul(big.NewInt(e.span+s.skew), big.NewInt(s.rate))
+	b := new(big.Int).Mul(big.NewInt(e.span+s.widen()), big.NewInt(s.rate))
 	b.Add(b, new(big.Int).Mul(big.NewInt(s.limit), big.NewInt(s.period)))
 	return b.Quo(b, big.NewInt(s.period)).Int64()
 }
@@ -162,24 +169,30 @@ func checkRetry(s *subject, steps []step, res []result) *violation {
 		case rr.RetryAfter <= 0:
 			return &violation{status: Fail, mark: []int{i}, msg: fmt.Sprintf("a denied request got retry-after %d", rr.RetryAfter)}
 		}
-		due := st.at + rr.RetryAfter
+		// With a declared resolution the advice may be a tick early or late: the request
+		// must pass a tick after it, and may pass a tick (plus the precision) before.
+		due, tick := st.at+rr.RetryAfter, s.spec.res
 		for j := i + 1; j < len(steps); j++ {
 			sj := steps[j]
-			if sj.release || sj.at > due {
+			if sj.release || sj.at > due+tick {
 				break
 			}
 			// With client clocks the advice is for the client that got it, on its own
 			// clock: another client's requests only end the wait when they are charged.
 			if sj.cost == st.cost && sj.skew == st.skew {
 				switch {
-				case sj.at < due-s.spec.prec.RetryAfter && res[j].allowed:
+				case sj.at < due-s.spec.prec.RetryAfter-tick && res[j].allowed:
 					msg := fmt.Sprintf("unsound: told to retry after %s, the same request passed after only %s", fmtUS(rr.RetryAfter), fmtUS(sj.at-st.at))
-					if p := s.spec.prec.RetryAfter; p > 0 {
-						msg += fmt.Sprintf(", earlier than the declared precision (%s late at most) allows", fmtUS(p))
+					if p := s.spec.prec.RetryAfter; p > 0 || tick > 0 {
+						msg += fmt.Sprintf(", earlier than the declared precision (%s late at most) and resolution (a tick of %s either way) allow", fmtUS(p), fmtUS(max(tick, 1)))
 					}
 					return &violation{status: Fail, mark: []int{i, j}, msg: msg}
-				case sj.at == due && !res[j].allowed:
-					return &violation{status: Fail, mark: []int{i, j}, msg: fmt.Sprintf("insufficient: told to retry after %s, the same request retried then was denied again (retry-after %s more)", fmtUS(rr.RetryAfter), retryText(res[j].rr.RetryAfter))}
+				case sj.at == due+tick && !res[j].allowed:
+					when := "then"
+					if tick > 0 {
+						when = fmt.Sprintf("a tick (%s) after it", fmtUS(tick))
+					}
+					return &violation{status: Fail, mark: []int{i, j}, msg: fmt.Sprintf("insufficient: told to retry after %s, the same request retried %s was denied again (retry-after %s more)", fmtUS(rr.RetryAfter), when, retryText(res[j].rr.RetryAfter))}
 				}
 			}
 			if res[j].allowed && sj.cost > 0 {
@@ -316,7 +329,7 @@ func checkExpiry(s *subject, g *rig, steps []step, res []result) *violation {
 		return nil
 	}
 	horizon = max(horizon, steps[len(steps)-1].at)
-	gap := expiryGap + s.spec.prec.TTL + s.slack
+	gap := expiryGap + s.spec.prec.TTL + s.spec.res + s.slack
 	g.at(horizon + gap)
 	if n := g.h.Len(); n > 0 {
 		keys := g.h.Keys()
@@ -341,15 +354,25 @@ func checkExpiry(s *subject, g *rig, steps []step, res []result) *violation {
 // stricter than it says (a refill slower than its rate, a release that frees nothing)
 // breaks no upper bound; this is what catches it.
 func checkDenial(s *subject, steps []step, res []result) *violation {
-	if s.spec.shape == algorithms.ShapeNone || !s.spec.exact() {
+	if s.spec.shape == algorithms.ShapeNone || !s.spec.exactAll() {
 		return nil
+	}
+	// The algorithm's clock may be a tick off: a denial is needed when admitting would
+	// break a statement judged a tick the other way (a window a tick longer).
+	needed := func(gs []grant) bool {
+		for _, sp := range s.spec.statements() {
+			if st := sp.worstWidened(gs, algorithms.Exact, sp.skew-sp.res); st != nil {
+				return true
+			}
+		}
+		return false
 	}
 	for i, st := range steps {
 		if st.release || res[i].allowed || st.cost == 0 || st.cost > s.spec.limit {
 			continue
 		}
 		gs := append(grants(steps[:i], res[:i]), grant{step: i, at: st.at, cost: st.cost, endStep: -1})
-		if s.spec.worst(gs, algorithms.Exact) == nil {
+		if !needed(gs) {
 			var mark []int
 			for _, g := range gs {
 				mark = append(mark, g.step)
@@ -420,9 +443,13 @@ func checkReset(s *subject, steps []step, res []result) *violation {
 			return at("the request left no key, yet its reply counts state (remaining %d of an empty key's %d, reset-after %s): the key was deleted as it was written, as a TTL of 0 does", rr.Remaining, p.fresh, fmtUS(rr.ResetAfter))
 		case p.atReset != p.fresh:
 			return at("reset-after %s, yet a peek then reports remaining %d, not the %d of an empty key: reset-after is too early", fmtUS(rr.ResetAfter), p.atReset, p.fresh)
-		case p.earlyAt > 0 && rr.Remaining < p.fresh && p.early == p.fresh && p.lostState:
+		case p.atResetAfter > 0:
+			// An empty key has nothing to reset: a peek then must say so too (a limit
+			// of several periods can show a full remaining while a longer one counts).
+			return at("reset-after %s, yet a peek then reports reset-after %s more, where an empty key reports 0: reset-after is too early", fmtUS(rr.ResetAfter), fmtUS(p.atResetAfter))
+		case p.earlyAt > 0 && rr.Remaining < p.fresh && p.early == p.fresh && p.earlyReset == 0 && p.lostState:
 			return at("reset-after %s, yet the key expired %s after the request, while its state still counted: its TTL is shorter than what the state means, so the limit forgets requests early", fmtUS(rr.ResetAfter), fmtUS(p.expiredAt-st.at))
-		case p.earlyAt > 0 && rr.Remaining < p.fresh && p.early == p.fresh:
+		case p.earlyAt > 0 && rr.Remaining < p.fresh && p.early == p.fresh && p.earlyReset == 0:
 			late := "too late"
 			if d := s.spec.prec.ResetAfter; d > 0 {
 				late = fmt.Sprintf("later than its declared precision (%s) allows", fmtUS(d))

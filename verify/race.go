@@ -352,7 +352,7 @@ func (c *checker) commandRace(p *dsl.Policy, ru *dsl.Rule, sub *subject, params 
 	lease := 0
 	client := func(cost int64) raceClient {
 		lease++
-		return raceClient{cost: cost, lease: lease}
+		return raceClient{cost: sub.costAtMost(cost), lease: lease}
 	}
 	var candidates [][]raceRound
 	// Adversarial: fill to limit-1 atomically, then two clients read before either writes.

@@ -131,6 +131,15 @@ type subject struct {
 	freshKnown bool
 }
 
+// costAtMost returns c, or the algorithm's max_cost when c is above it: verify sends no
+// request an algorithm says it does not take (the engine refuses those).
+func (s *subject) costAtMost(c int64) int64 {
+	if m := s.alg.MaxCost; m > 0 && c > m {
+		return m
+	}
+	return c
+}
+
 func newSubject(a *algorithms.Algorithm, params []int64, key string) *subject {
 	s := &subject{alg: a, params: params, key: key, spec: specOf(a, params), lease: -1}
 	for i := range params {
@@ -188,14 +197,16 @@ type probes struct {
 	over bool
 	// fresh is the remaining a peek reports for an empty key.
 	fresh int64
-	// atReset is the remaining a peek reports once reset-after has passed.
-	atReset int64
+	// atReset is the remaining a peek reports once reset-after has passed, and
+	// atResetAfter its reset-after: an empty key's peek reports fresh and 0.
+	atReset, atResetAfter int64
 	// early is the remaining a peek reports just before reset-after (less its declared
-	// precision), and earlyLive whether the key still existed then; earlyAt is that
-	// instant (µs, trace time), 0 when reset-after is too short to probe before it.
-	early     int64
-	earlyLive bool
-	earlyAt   int64
+	// precision), earlyReset its reset-after, and earlyLive whether the key still existed
+	// then; earlyAt is that instant (µs, trace time), 0 when reset-after is too short to
+	// probe before it.
+	early, earlyReset int64
+	earlyLive         bool
+	earlyAt           int64
 	// liveAfter: the key existed right after the step.
 	liveAfter bool
 	// lostState: the key expired while its state still meant something (a peek at the
@@ -296,12 +307,13 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 	}
 	p.fresh = s.fresh
 	if rr.ResetAfter >= 0 && rr.ResetAfter < maxProbeAhead {
-		r, _, err := ask(st.at+rr.ResetAfter, 0)
+		// A declared resolution lets reset-after be a tick early or late.
+		r, _, err := ask(st.at+rr.ResetAfter+s.spec.res, 0)
 		if err != nil {
 			return p, err
 		}
-		p.atReset = r.Remaining
-		if u := rr.ResetAfter - s.spec.prec.ResetAfter - 1; u > 0 {
+		p.atReset, p.atResetAfter = r.Remaining, r.ResetAfter
+		if u := rr.ResetAfter - s.spec.prec.ResetAfter - s.spec.res - 1; u > 0 {
 			p.earlyAt = st.at + u
 			g.h.Restore(snap)
 			g.at(p.earlyAt)
@@ -310,7 +322,7 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 			if err != nil {
 				return p, err
 			}
-			p.early = r.Remaining
+			p.early, p.earlyReset = r.Remaining, r.ResetAfter
 			if !p.earlyLive {
 				if p.lostState, p.expiredAt, err = s.expiredMeaningful(g, snap, st, p.fresh, ask); err != nil {
 					return p, err
@@ -340,7 +352,7 @@ func (s *subject) expiredMeaningful(g *rig, snap *luahost.Snapshot, st step, fre
 	if err != nil {
 		return false, 0, err
 	}
-	return r.Remaining != fresh, last + 1, nil
+	return r.Remaining != fresh || r.ResetAfter > 0, last + 1, nil
 }
 
 // maxProbeAhead is the furthest ahead a probe looks (µs): a reset-after beyond it (a

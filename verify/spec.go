@@ -3,6 +3,8 @@ package verify
 import (
 	"fmt"
 	"math/big"
+	"slices"
+	"strings"
 
 	"github.com/rlctl/rlctl/algorithms"
 )
@@ -26,6 +28,13 @@ type spec struct {
 	// client-clock property): intervals are judged on the true clock, which the
 	// algorithm sees shifted by up to skew.
 	skew int64
+	// res is the algorithm's declared clock resolution (Precision.Resolution, 0 for
+	// 1µs): the limit is judged as if its clock could be off by a tick, and its answers
+	// may be early or late by one.
+	res int64
+	// also are the further statements the algorithm keeps (Guarantee.Also), each a spec
+	// of its own with the same precision.
+	also []spec
 	// err says why the guarantee gives no terms for these parameters.
 	err error
 }
@@ -42,11 +51,67 @@ func specOf(a *algorithms.Algorithm, w []int64) spec {
 		sp.shape, sp.err, sp.window = algorithms.ShapeNone, err, scaleOf(a, w)
 		return sp
 	}
-	sp.limit, sp.window, sp.rate, sp.period = t.Amount, t.Interval, t.Rate, t.Period
-	if sp.shape == algorithms.ShapeRate {
-		sp.window = max(t.Refill(), 1)
+	sp.setTerms(t)
+	sp.res = g.Precision.Resolution
+	more, err := a.AlsoTermsOf(w)
+	if err != nil {
+		sp.shape, sp.err, sp.window = algorithms.ShapeNone, err, scaleOf(a, w)
+		return sp
+	}
+	for i, t := range more {
+		ag := g.Also[i]
+		m := spec{shape: ag.Shape, bound: ag.Bound, note: ag.Why, prec: sp.prec, res: sp.res}
+		if m.bound.Den == 0 {
+			m.bound = algorithms.Exact
+		}
+		m.setTerms(t)
+		sp.also = append(sp.also, m)
 	}
 	return sp
+}
+
+// setTerms sets s's figures from t.
+func (s *spec) setTerms(t algorithms.Terms) {
+	s.limit, s.window, s.rate, s.period = t.Amount, t.Interval, t.Rate, t.Period
+	if s.shape == algorithms.ShapeRate {
+		s.window = max(t.Refill(), 1)
+	}
+}
+
+// statements are s and its further statements, s first.
+func (s spec) statements() []spec {
+	out := []spec{s}
+	for _, m := range s.also {
+		m.skew = s.skew
+		out = append(out, m)
+	}
+	return out
+}
+
+// widen is how far the algorithm's clock may be from the true one when the limit is
+// judged: the client clocks' skew and the clock's tick.
+func (s spec) widen() int64 { return s.skew + s.res }
+
+// scales are the time scales of s's statements, shortest first: what its traffic aims at.
+func (s spec) scales() []int64 {
+	var out []int64
+	for _, m := range s.statements() {
+		if w := max(m.window, 1); !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// exactAll reports whether every statement of s is exact.
+func (s spec) exactAll() bool {
+	for _, m := range s.statements() {
+		if !m.exact() {
+			return false
+		}
+	}
+	return true
 }
 
 // noLimit says why a spec has no limit statement.
@@ -81,27 +146,44 @@ func scaleOf(a *algorithms.Algorithm, w []int64) int64 {
 	return s
 }
 
-// statement is the limit property's statement for s, in words.
+// statement is the limit property's statement for s, in words: each of its statements,
+// joined by "and".
 func (s spec) statement() string {
+	var parts []string
+	for _, m := range s.statements() {
+		parts = append(parts, m.clause())
+	}
+	st := strings.Join(parts, "; and ")
+	if st == "" {
+		return ""
+	}
+	if s.res > 0 {
+		st += fmt.Sprintf(", judged at the algorithm's declared clock resolution of %s (its clock may be a tick off the true one)", fmtUS(s.res))
+	}
+	if s.skew > 0 {
+		st = fmt.Sprintf("with client clocks up to %s apart, each stepping back and forth within that, judged on the true clock: ", fmtUS(s.skew)) + st
+	}
+	return st
+}
+
+// clause is one statement of s in words, with the intervals widened as judged.
+func (s spec) clause() string {
 	var st string
 	switch s.shape {
 	case algorithms.ShapeWindow:
-		st = fmt.Sprintf("in every interval shorter than %s, the cost allowed is at most %d", fmtUS(s.window-s.skew), s.limit)
+		st = fmt.Sprintf("in every interval shorter than %s, the cost allowed is at most %d", fmtUS(s.window-s.widen()), s.limit)
 	case algorithms.ShapeRate:
 		st = fmt.Sprintf("in every interval of length T, the cost allowed is at most %d + T × %s", s.limit, fmtRate(s.rate, s.period))
-		if s.skew > 0 {
-			st = fmt.Sprintf("in every interval of length T, the cost allowed is at most %d + (T + %s) × %s", s.limit, fmtUS(s.skew), fmtRate(s.rate, s.period))
+		if w := s.widen(); w > 0 {
+			st = fmt.Sprintf("in every interval of length T, the cost allowed is at most %d + (T + %s) × %s", s.limit, fmtUS(w), fmtRate(s.rate, s.period))
 		}
 	case algorithms.ShapeInFlight:
-		st = fmt.Sprintf("at every instant, the cost of leases held (acquired, not released, younger than %s) is at most %d", fmtUS(s.window-s.skew), s.limit)
+		st = fmt.Sprintf("at every instant, the cost of leases held (acquired, not released, younger than %s) is at most %d", fmtUS(s.window-s.widen()), s.limit)
 	default:
 		return ""
 	}
 	if !s.exact() {
 		st += fmt.Sprintf(" (by design at most %s× that: %s)", s.bound, s.note)
-	}
-	if s.skew > 0 {
-		st = fmt.Sprintf("with client clocks up to %s apart, each stepping back and forth within that, judged on the true clock: ", fmtUS(s.skew)) + st
 	}
 	return st
 }
@@ -132,6 +214,12 @@ type excess struct {
 // the statement scaled by factor, or nil when it holds. For ShapeInFlight the grants'
 // ends must be set.
 func (s spec) worst(gs []grant, factor algorithms.Ratio) *excess {
+	return s.worstWidened(gs, factor, s.widen())
+}
+
+// worstWidened is worst with the intervals judged widened by widen µs (a window shorter
+// by it, a rate's T longer): negative to judge them narrowed, as a denial is.
+func (s spec) worstWidened(gs []grant, factor algorithms.Ratio, widen int64) *excess {
 	if factor.Den == 0 {
 		factor = algorithms.Exact
 	}
@@ -144,7 +232,7 @@ func (s spec) worst(gs []grant, factor algorithms.Ratio) *excess {
 	}
 	switch s.shape {
 	case algorithms.ShapeWindow:
-		win := s.window - s.skew
+		win := s.window - widen
 		if win <= 0 {
 			return nil
 		}
@@ -171,7 +259,7 @@ func (s spec) worst(gs []grant, factor algorithms.Ratio) *excess {
 		R := new(big.Int).Mul(big.NewInt(s.rate), num)
 		lp := new(big.Int).Mul(big.NewInt(s.limit), big.NewInt(s.period))
 		lp.Mul(lp, num)
-		lp.Add(lp, new(big.Int).Mul(big.NewInt(s.skew), R))
+		lp.Add(lp, new(big.Int).Mul(big.NewInt(widen), R))
 		var sum int64
 		var best big.Int
 		bestI := -1
@@ -205,7 +293,7 @@ func (s spec) worst(gs []grant, factor algorithms.Ratio) *excess {
 			}
 		}
 	case algorithms.ShapeInFlight:
-		life := s.window - s.skew
+		life := s.window - widen
 		if life <= 0 {
 			return nil
 		}

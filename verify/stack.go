@@ -148,7 +148,7 @@ func genStack(rng *rand.Rand, rules []stackRule, span int64, n int) []stackReq {
 			default:
 				cost = limit + 1
 			}
-			q.costs = append(q.costs, cost)
+			q.costs = append(q.costs, sr.sub.costAtMost(cost))
 			q.keys = append(q.keys, rng.IntN(2))
 		}
 		reqs = append(reqs, q)
@@ -300,7 +300,7 @@ func (c *checker) stackRace(p *dsl.Policy, rules []stackRule, cluster bool) (Res
 			q := stackReq{at: now, lease: lease}
 			for k, sr := range rules {
 				limit := max(sr.sub.spec.limit, 1)
-				q.costs = append(q.costs, 1+rng.Int64N(max(limit/int64(n), 1)))
+				q.costs = append(q.costs, sr.sub.costAtMost(1+rng.Int64N(max(limit/int64(n), 1))))
 				key := 0
 				if perClient[k] {
 					key = 1 + i
