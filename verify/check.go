@@ -465,10 +465,13 @@ func (c *checker) rule(p *dsl.Policy, ru *dsl.Rule, sub *subject, params string)
 			first = steps
 		}
 		for k, pf := range props {
-			if pf.v != nil && pf.v.status == Fail {
+			// Once a property fails, a later trace replaces the failure only when it
+			// shows it with fewer requests in the breach (a simpler story to shrink);
+			// atomicity, which runs traces again, stops looking.
+			if pf.v != nil && pf.v.status == Fail && pf.prop == PropAtomicity {
 				continue
 			}
-			if v := checks[k](g, steps, res); v != nil && worse(v, pf.v) {
+			if v := checks[k](g, steps, res); v != nil && (worse(v, pf.v) || simpler(v, pf.v)) {
 				pf.v, pf.steps = v, steps
 			}
 		}
@@ -606,6 +609,11 @@ func (c *checker) ruleErrors(p *dsl.Policy, ru *dsl.Rule, sub *subject, params s
 	r.Counterexample.Steps = append(r.Counterexample.Steps, sub.errorStep(small[ce.step], want))
 	r.Detail = fmt.Sprintf("%s, raised by %s, in %d of %d traces", want, sub.request(small[ce.step]), fe.traces, traces)
 	return r
+}
+
+// simpler reports whether v and w both fail and v marks fewer steps than w.
+func simpler(v, w *violation) bool {
+	return w != nil && v.status == Fail && w.status == Fail && len(v.mark) < len(w.mark)
 }
 
 // worse reports whether v is a worse breach than w (nil: none): a higher status, or the

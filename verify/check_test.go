@@ -150,7 +150,7 @@ end
 function commit(key, w) end`,
 	},
 	{
-		name: "writes_on_deny", prop: PropAtomicity, detail: "a denied request changed the key: hash: n=",
+		name: "writes_on_deny", prop: PropAtomicity, detail: "a denied request changed the key: ",
 		commands: `["HMGET", "HSET", "PEXPIRE"]`,
 		lua: `params = {'pos', 'pos'}
 function check(key, now, cost, p)

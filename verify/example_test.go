@@ -74,6 +74,6 @@ func ExampleCheck() {
 	}
 	// Output:
 	// WARN 20 allowed within 1µs
-	// 3m59.999999s cost 10 allowed, remaining 0, reset-after 1µs
-	// 4m0s cost 10 allowed, remaining 0, reset-after 1m
+	// 59.999999s cost 10 allowed, remaining 0, reset-after 1µs
+	// 1m0s cost 10 allowed, remaining 0, reset-after 1m
 }

@@ -30,6 +30,7 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 	var holding []held
 	var lastDenied *step
 	var lastRetry int64
+	var anchors []int64 // instants retries were due at, latest last (trace µs)
 
 	// pinned, when set, is the clock offset of the client a retry comes from: the one
 	// that was told when to retry.
@@ -58,6 +59,13 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 			if !res.allowed && res.rr.RetryAfter > 0 {
 				cp := st
 				lastDenied, lastRetry = &cp, res.rr.RetryAfter
+				// Where a retry is due, the algorithm's state changes: an anchor its own
+				// periods (a refill step, a window it started at the first request) run
+				// from, which epoch-aligned boundaries miss.
+				anchors = append(anchors, st.at+res.rr.RetryAfter)
+				if len(anchors) > 8 {
+					anchors = anchors[1:]
+				}
 			}
 			if capacity == 0 {
 				capacity = res.rr.Limit
@@ -123,8 +131,17 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 		}
 		return a.periods[rng.IntN(len(a.periods))]
 	}
-	// nextBoundary is the first multiple of p (in absolute time, as windows align) after t.
+	// nextBoundary is the first boundary of period p after t: a multiple of p in absolute
+	// time, as aligned windows have them, or now and then one counted from an anchor the
+	// algorithm revealed (see anchors).
 	nextBoundary := func(t, p int64) int64 {
+		if len(anchors) > 0 && rng.IntN(2) == 0 {
+			a := anchors[rng.IntN(len(anchors))]
+			if a > t {
+				return a
+			}
+			return a + ((t-a)/p+1)*p
+		}
 		abs := base + t
 		return (abs/p+1)*p - base
 	}
