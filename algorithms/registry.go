@@ -34,11 +34,12 @@ type Param struct {
 	// It is the parameter the guarantee's Amount is (a plugin's when its amount is a plain
 	// reference to a count parameter).
 	Capacity bool
-	// Zero marks a Count that may be 0: a rule whose value is 0 admits nothing. Every
+	// Zero marks a Count that may be 0. A built-in's capacity of 0 admits nothing: every
 	// request of positive cost is then over it (denied with retry-after Never, writing
 	// nothing) and a peek (cost 0) passes, charging nothing: envoyproxy/ratelimit's
-	// requests_per_unit = 0. Every other numeric wire value is at least 1 (see Min); a
-	// Param written without Zero, such as a plugin's, is positive.
+	// requests_per_unit = 0. A plugin's parameter of kind "whole" (a burst of 0, a flag of
+	// 0 or 1) means what its Lua makes of it. Every other numeric wire value is at least 1
+	// (see Min).
 	Zero bool
 }
 

@@ -41,6 +41,7 @@ var paramName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 
 var kinds = map[string]algorithms.Kind{
 	"count":    algorithms.Count,
+	"whole":    algorithms.Count, // a count that may be 0 (Param.Zero)
 	"duration": algorithms.Duration,
 	"rate":     algorithms.Rate,
 	"lease":    algorithms.Lease,
@@ -139,7 +140,7 @@ func (l *loader) decodePlugin(b *hcl.Block) {
 	if a := content.Attributes["params"]; a != nil {
 		alg.Params, paramsOK = l.pluginParams(a)
 	} else {
-		l.add(errorf(b.DefRange, "Missing params", "Algorithm %q needs params: its parameters in wire order with their kinds, such as params = { limit = \"count\", window = \"duration\" }. Kinds: count, duration, rate (two wire values) and lease.", name))
+		l.add(errorf(b.DefRange, "Missing params", "Algorithm %q needs params: its parameters in wire order with their kinds, such as params = { limit = \"count\", window = \"duration\" }. Kinds: count, whole (a count that may be 0), duration, rate (two wire values) and lease.", name))
 	}
 	if a := content.Attributes["commands"]; a != nil {
 		alg.Commands, commandsOK = l.pluginCommands(a)
@@ -245,11 +246,11 @@ func (l *loader) pluginParams(a *hcl.Attribute) ([]algorithms.Param, bool) {
 		}
 		k, found := kinds[e.val.AsString()]
 		if !found {
-			l.add(errorf(kv.Value.Range(), "Invalid parameter kind", "%q is not a parameter kind.%s Use %s: count is a positive whole number, duration a time such as \"1m\", rate an amount per period such as \"10/s\" (two wire values), lease the per-request id the engine supplies.", e.val.AsString(), suggestion(e.val.AsString(), kindNames), quoteList(kindNames)))
+			l.add(errorf(kv.Value.Range(), "Invalid parameter kind", "%q is not a parameter kind.%s Use %s: count is a positive whole number, whole one that may also be 0, duration a time such as \"1m\", rate an amount per period such as \"10/s\" (two wire values), lease the per-request id the engine supplies.", e.val.AsString(), suggestion(e.val.AsString(), kindNames), quoteList(kindNames)))
 			ok = false
 			continue
 		}
-		params = append(params, algorithms.Param{Name: pname, Kind: k, Doc: "a " + e.val.AsString() + " (plugin parameter)"})
+		params = append(params, algorithms.Param{Name: pname, Kind: k, Zero: e.val.AsString() == "whole", Doc: "a " + e.val.AsString() + " (plugin parameter)"})
 	}
 	return params, ok
 }
@@ -758,7 +759,7 @@ func (c *luaChecker) checkSlots(chunk []ast.Stmt) {
 	}
 	for _, name := range engine().required {
 		if assigned[name] == nil {
-			c.diags = append(c.diags, errorf(c.lineRange(1, 0), "Plugin lacks "+name, "The plugin's source never assigns %s at its top level. Every algorithm assigns params (the kind of each wire value: 'pos' for a positive integer, 'str' for a lease), check(key, now, cost, p) and commit(key, pending), and may assign validate(p) and refund(key, now, cost, p); see lua/dispatch.lua.", name))
+			c.diags = append(c.diags, errorf(c.lineRange(1, 0), "Plugin lacks "+name, "The plugin's source never assigns %s at its top level. Every algorithm assigns params (the kind of each wire value: 'pos' for a positive integer, 'nat' for one that may be 0, 'str' for a lease), check(key, now, cost, p) and commit(key, pending), and may assign validate(p) and refund(key, now, cost, p); see lua/dispatch.lua.", name))
 		}
 	}
 	if c.skipParams || params == nil || slices.ContainsFunc(params.Fields, func(f *ast.Field) bool { return f.Key != nil }) {
@@ -772,18 +773,22 @@ func (c *luaChecker) checkSlots(chunk []ast.Stmt) {
 		case algorithms.Rate:
 			want = append(want, "'pos'", "'pos'")
 		default:
-			want = append(want, "'pos'")
+			if p.Min() == 0 {
+				want = append(want, "'nat'")
+			} else {
+				want = append(want, "'pos'")
+			}
 		}
 	}
 	var got []string
 	for _, f := range params.Fields {
-		if s, ok := f.Value.(*ast.StringExpr); ok && s.Value == "str" {
-			got = append(got, "'str'")
+		if s, ok := f.Value.(*ast.StringExpr); ok && (s.Value == "str" || s.Value == "nat") {
+			got = append(got, "'"+s.Value+"'")
 		} else {
 			got = append(got, "'pos'")
 		}
 	}
 	if !slices.Equal(got, want) {
-		c.diags = append(c.diags, errorf(c.lineRange(params.Line(), 0), "Plugin params mismatch", "The Lua's params are {%s} but algorithm %q's params block gives {%s}: one 'pos' per count or duration, two per rate (amount and period), 'str' for a lease. Make them agree.", strings.Join(got, ", "), c.alg.Name, strings.Join(want, ", ")))
+		c.diags = append(c.diags, errorf(c.lineRange(params.Line(), 0), "Plugin params mismatch", "The Lua's params are {%s} but algorithm %q's params block gives {%s}: one 'pos' per count or duration, 'nat' per whole, two 'pos' per rate (amount and period), 'str' for a lease. Make them agree.", strings.Join(got, ", "), c.alg.Name, strings.Join(want, ", ")))
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rlctl/rlctl/dsl"
 )
 
 // catalogueFiles returns the .hcl and .lua of a catalogue plugin, the .hcl passed through
@@ -140,6 +142,87 @@ policy "p" {
 			t.Errorf("max_cost = 1: errors %s %s, want no cost above 1 sent", r.Status, r.Detail)
 		case !bounded && (r.Status != Fail || !strings.Contains(r.Detail, "one request at a time")):
 			t.Errorf("no max_cost: errors %s %s, want costs above 1 sent and the error found", r.Status, r.Detail)
+		}
+	}
+}
+
+// A whole parameter may be 0: a GCRA whose burst of 0 (beyond the one cell every request
+// needs) it takes as "no burst" loads, runs and holds its guarantee; -1 is refused, and a
+// Lua that declares it 'pos' does not match.
+func TestWholeParameterTakesZero(t *testing.T) {
+	t.Parallel()
+	hcl := func(burst, luaKind string) map[string]string {
+		return map[string]string{
+			"p.hcl": `algorithm "spaced" {
+  source   = "p.lua"
+  params   = { rate = "rate", extra = "whole" }
+  commands = ["GET", "SET", "PEXPIRE"]
+  guarantee "rate" {
+    burst = 1 + param.extra
+    rate  = param.rate
+  }
+}
+policy "p" {
+  rule "r" {
+    algorithm = "spaced"
+    key       = "k"
+    rate      = "1/s"
+    extra     = ` + burst + `
+  }
+}`,
+			"p.lua": `params = {'pos', 'pos', '` + luaKind + `'}
+function validate(p)
+  if p[2] % p[1] ~= 0 then
+    return 'the period must be a multiple of the amount'
+  end
+end
+function check(key, now, cost, p)
+  local t = idiv(p[2], p[1])
+  local span = (1 + p[3]) * t
+  local tat = tonumber(call('GET', key)) or now
+  if tat < now then
+    tat = now
+  end
+  local left = nonneg(idiv(span - (tat - now), t))
+  if cost > 1 + p[3] then
+    return 0, left, -1, tat - now, 1 + p[3]
+  end
+  local tat2 = tat + cost * t
+  if tat2 - now > span then
+    return 0, left, tat2 - span - now, tat - now, 1 + p[3]
+  end
+  return 1, idiv(span - (tat2 - now), t), 0, tat2 - now, 1 + p[3], {tat2, tat2 - now}
+end
+function commit(key, w)
+  call('SET', key, w[1])
+  expire_us(key, w[2])
+end`,
+		}
+	}
+	f, err := Check(parse(t, hcl("0", "nat")), WithBudget(testBudget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range f.Results {
+		if r.Status == Fail {
+			t.Errorf("extra = 0: %s %s %s", r.Property, r.Status, r.Detail)
+		}
+	}
+	for _, bad := range []struct{ burst, luaKind, want string }{
+		{"-1", "nat", "at least 0"},
+		{"0", "pos", "'nat'"},
+	} {
+		files := map[string][]byte{}
+		for k, v := range hcl(bad.burst, bad.luaKind) {
+			files[k] = []byte(v)
+		}
+		_, diags := dsl.Parse(files)
+		var text strings.Builder
+		for _, d := range diags.Errs() {
+			text.WriteString(d.Error() + "\n")
+		}
+		if !diags.HasErrors() || !strings.Contains(text.String(), bad.want) {
+			t.Errorf("extra = %s with Lua kind %s:\n%s\nwant an error saying %q", bad.burst, bad.luaKind, text.String(), bad.want)
 		}
 	}
 }
