@@ -96,6 +96,11 @@ type Algorithm struct {
 	// capacity. The engine refuses a request that would charge more, validate a rule whose
 	// cost can, and verify sends no more.
 	MaxCost int64
+	// Keys names the further keys a rule of the algorithm uses beside its own (a plugin's
+	// keys): its Lua reaches each as subkey(key, name), key .. ":" .. name. The engine
+	// renders such a rule's key inside a hash tag so they share its cluster slot, and
+	// resets them with it.
+	Keys []string
 	// validate checks cross-parameter bounds on wire values; nil means none.
 	validate func(w []int64) error
 }

@@ -119,6 +119,9 @@ func Assemble(algs []*Algorithm, rules ...*Compiled) (*Script, error) {
 	write("\nlocal builtins = {}\nlocal function load_algorithm(name)\nlocal b = builtins[name]\nif b then\nreturn b[1], b[2], b[3], b[4], b[5]\nend\n", "", "")
 	for _, a := range algs {
 		write(fmt.Sprintf("if name == '%s' then\nlocal params, validate, check, commit, refund\n", a.Name), "", "")
+		if !IsBuiltin(a) {
+			write(fmt.Sprintf("local subkey = subkey_of({%s})\n", luaStrings(a.Keys)), "", "")
+		}
 		write(a.Source, a.Name+".lua", a.Name)
 		if IsBuiltin(a) {
 			write("\nbuiltins[name] = {params, validate or false, check, commit, refund or false}\n", "", "")
@@ -215,3 +218,16 @@ var defaultScript = sync.OnceValue(func() *Script {
 
 // Default returns the script with every built-in algorithm. It is built once and shared.
 func Default() *Script { return defaultScript() }
+
+// luaStrings renders names as the items of a Lua table constructor: 'a', 'b'. The names
+// are identifiers (dsl checks them), so they need no escaping.
+func luaStrings(names []string) string {
+	var b strings.Builder
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("'" + n + "'")
+	}
+	return b.String()
+}

@@ -52,6 +52,7 @@
 //	  commands = ["HMGET", "HSET", "PEXPIRE"]               # the only commands it may call (1)
 //	  doc      = "one sentence"    # optional
 //	  max_cost = 1                 # optional: the most one request may charge a rule
+//	  keys     = ["cur", "prev"]   # optional: further keys, subkey(key, NAME) in the Lua
 //	  guarantee "window" {         # what verify holds it to (see guarantee.go)
 //	    amount = param.limit
 //	    window = param.window

@@ -37,8 +37,11 @@ func (l *loader) checkShare(r *Rule, p *Policy, wires [][][]int64, checked bool)
 	alg := r.Algorithm
 	if !alg.CanShare() {
 		why := fmt.Sprintf("its guarantee's figures are not parameters as they are: write them as param.NAME (amount = param.limit) in algorithm %q's guarantee block, so the share scales those parameters", alg.Name)
-		if alg.Guarantee.Shape == algorithms.ShapeNone {
+		switch {
+		case alg.Guarantee.Shape == algorithms.ShapeNone:
 			why = fmt.Sprintf("algorithm %q states no limit (guarantee \"none\"), so there is nothing to share: declare the limit it keeps", alg.Name)
+		case len(alg.Guarantee.Also) > 0:
+			why = fmt.Sprintf("algorithm %q states several limits (a guarantee block each), and a share scales the parameters of one", alg.Name)
 		}
 		l.add(errorf(p.shareRange, "Limit cannot be shared", "local_share = %d runs every rule of policy %q at 1/%d of its limit while Redis is unavailable, but rule %q cannot be: %s. Or remove local_share.", n, p.Name, n, r.Name, why))
 		return

@@ -26,6 +26,7 @@ var pluginSchema = &hcl.BodySchema{
 		{Name: "commands"},
 		{Name: "doc"},
 		{Name: "max_cost"},
+		{Name: "keys"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "guarantee", LabelNames: []string{"shape"}},
@@ -109,6 +110,41 @@ func (l *loader) pluginMaxCost(a *hcl.Attribute) int64 {
 	return 0
 }
 
+// maxPluginKeys bounds the further keys one rule of a plugin may use.
+const maxPluginKeys = 8
+
+// pluginKeys decodes keys = ["cur", "prev"]: the names of the further keys a rule uses
+// beside its own, each a lowercase identifier, distinct, at most maxPluginKeys.
+func (l *loader) pluginKeys(a *hcl.Attribute) []string {
+	bad := func(format string, args ...any) []string {
+		l.add(errorf(a.Expr.Range(), "Invalid keys", format+" keys names the further keys a rule of the algorithm uses beside its own, which its Lua reaches as subkey(key, NAME), such as keys = [\"cur\", \"prev\"]: at most %d lowercase names.", append(args, maxPluginKeys)...))
+		return nil
+	}
+	v, d := a.Expr.Value(nil)
+	if d.HasErrors() || v.IsNull() || !v.IsKnown() || !(v.Type().IsTupleType() || v.Type().IsListType()) {
+		return bad("It must be a constant list of names.")
+	}
+	var names []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() || e.Type() != cty.String {
+			return bad("Each key is a name in quotes.")
+		}
+		n := e.AsString()
+		switch {
+		case !paramName.MatchString(n):
+			return bad("%q is not a key name.", n)
+		case slices.Contains(names, n):
+			return bad("%q is listed twice.", n)
+		}
+		names = append(names, n)
+	}
+	if len(names) == 0 || len(names) > maxPluginKeys {
+		return bad("It lists %d names.", len(names))
+	}
+	return names
+}
+
 func (l *loader) decodePlugin(b *hcl.Block) {
 	if len(b.Labels) == 0 || len(b.LabelRanges) == 0 {
 		return // HCL reported the missing label
@@ -136,6 +172,9 @@ func (l *loader) decodePlugin(b *hcl.Block) {
 	}
 	if a := content.Attributes["max_cost"]; a != nil {
 		alg.MaxCost = l.pluginMaxCost(a)
+	}
+	if a := content.Attributes["keys"]; a != nil {
+		alg.Keys = l.pluginKeys(a)
 	}
 	if a := content.Attributes["params"]; a != nil {
 		alg.Params, paramsOK = l.pluginParams(a)

@@ -421,10 +421,14 @@ func (e *Engine) Reset(ctx context.Context, r dsl.Request) error {
 	if err != nil {
 		return err
 	}
-	keys := make([]string, len(rules))
+	keys := make([]string, 0, len(rules))
 	for i := range rules {
-		keys[i] = rules[i].call.Key
-		e.cache.forget(keys[i])
+		k := rules[i].call.Key
+		e.cache.forget(k)
+		keys = append(keys, k)
+		for _, name := range rules[i].rule.Algorithm.Keys {
+			keys = append(keys, k+":"+name) // the plugin's subkey(key, name)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
@@ -501,7 +505,7 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending, gone []
 			if err != nil {
 				return nil, nil, false, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
 			}
-			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key)
+			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, len(ru.Algorithm.Keys) > 0)
 			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire, Compiled: e.plan.compiled[ru]}
 			if hasLease(ru.Algorithm) {
 				c.Lease = e.leasePrefix + strconv.FormatUint(e.leaseSeq.Add(1), 36)

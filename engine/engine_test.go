@@ -178,7 +178,7 @@ func TestStackDeniedByLastRule(t *testing.T) {
 func TestClusterCompensation(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	for _, key := range []string{"foo{}{bar}", "{}", "{{a}}", "a{b}{c}", "}{x}", "rl:{acme}:api:r:gcra:k",
-		string(renderKey(nil, "p", "r", "gcra", true, "x}{y", "{k}")), string(renderKey(nil, "p", "r", "gcra", false, "", "a{b}"))} {
+		string(renderKey(nil, "p", "r", "gcra", true, "x}{y", "{k}", false)), string(renderKey(nil, "p", "r", "gcra", false, "", "a{b}", false))} {
 		want, err := cl.Client(t).ClusterKeySlot(context.Background(), key).Result()
 		if err != nil {
 			t.Fatal(err)

@@ -14,7 +14,13 @@ import (
 //
 // With a shard, "{<shard>}" is the Redis Cluster hash tag: all of a request's keys in that
 // policy share one slot, so one call decides them atomically. Without one, each key hashes
-// whole and lands in a slot of its own.
+// whole and lands in a slot of its own; a rule whose algorithm uses further keys
+// (algorithms.Algorithm.Keys, a plugin's keys) is then written
+//
+//	rl:{<policy>:<rule>:<algorithm>:<key>}
+//
+// the whole identity its hash tag, so that each further key, the rule's key, ':' and the
+// key's name, hashes to the rule key's slot.
 //
 // <algorithm> is the tag of the algorithm that reads and writes the key (AlgorithmTag), so a
 // rule's stored state is only ever read by the algorithm that wrote it: a rule that changes
@@ -124,12 +130,18 @@ func AlgorithmTag(a *algorithms.Algorithm) string {
 
 // renderKey appends to buf[:0] the Redis key of a rule for one request; tag is its
 // algorithm's AlgorithmTag, and shard is used only when sharded is true.
-func renderKey(buf []byte, policy, rule, tag string, sharded bool, shard, key string) []byte {
+// further is whether the rule's algorithm uses further keys: unsharded, its key is then
+// its own hash tag.
+func renderKey(buf []byte, policy, rule, tag string, sharded bool, shard, key string, further bool) []byte {
 	buf = append(buf[:0], keyPrefix...)
+	wrap := further && !sharded
 	if sharded {
 		buf = append(buf, '{')
 		buf = shardTag(buf, shard)
 		buf = append(buf, '}', ':')
+	}
+	if wrap {
+		buf = append(buf, '{')
 	}
 	buf = append(buf, policy...)
 	buf = append(buf, ':')
@@ -137,7 +149,11 @@ func renderKey(buf []byte, policy, rule, tag string, sharded bool, shard, key st
 	buf = append(buf, ':')
 	buf = append(buf, tag...)
 	buf = append(buf, ':')
-	return appendPart(buf, key)
+	buf = appendPart(buf, key)
+	if wrap {
+		buf = append(buf, '}')
+	}
+	return buf
 }
 
 // shardTag appends the escaped shard value; the empty value becomes emptyShard so that the

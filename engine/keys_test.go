@@ -35,7 +35,7 @@ func TestRenderKey(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := string(renderKey(nil, "api", "per_ip", "gcra", c.sharded, c.shard, c.key))
+			got := string(renderKey(nil, "api", "per_ip", "gcra", c.sharded, c.shard, c.key, false))
 			if got != c.want {
 				t.Fatalf("got %q, want %q", got, c.want)
 			}
@@ -96,15 +96,22 @@ func TestAlgorithmTag(t *testing.T) {
 func TestHostileKeysKeepTheirSlot(t *testing.T) {
 	hostile := []string{"", "{", "}", "{}", "}{", "a{b}c", "{x}", "%7B", "\x00{\xff}", strings.Repeat("{", 300)}
 	for _, shard := range hostile {
-		want := Slot(string(renderKey(nil, "p", "r1", "gcra", true, shard, "k")))
+		want := Slot(string(renderKey(nil, "p", "r1", "gcra", true, shard, "k", false)))
 		for _, key := range hostile {
-			k := string(renderKey(nil, "p", "r2", "gcra", true, shard, key))
+			k := string(renderKey(nil, "p", "r2", "gcra", true, shard, key, false))
 			if got := Slot(k); got != want {
 				t.Fatalf("shard %q key %q: slot %d, want %d (%q)", shard, key, got, want, k)
 			}
-			plain := string(renderKey(nil, "p", "r", "gcra", false, "", key))
+			plain := string(renderKey(nil, "p", "r", "gcra", false, "", key, false))
 			if strings.ContainsAny(plain, "{}") {
 				t.Fatalf("unsharded key %q gained a brace: %q", key, plain)
+			}
+			// A rule with further keys: they share its slot, sharded or not.
+			for _, sharded := range []bool{false, true} {
+				own := string(renderKey(nil, "p", "r3", "w-0123456789ab", sharded, shard, key, true))
+				if got, want := Slot(own+":prev"), Slot(own); got != want {
+					t.Fatalf("sharded %v, key %q: further key %q in slot %d, the rule's %q in %d", sharded, key, own+":prev", got, own, want)
+				}
 			}
 		}
 	}
@@ -117,8 +124,8 @@ func TestHashFormCannotBeForged(t *testing.T) {
 	sum := sha256.Sum256([]byte(long))
 	forged := "#" + hex.EncodeToString(sum[:])
 	for _, sharded := range []bool{false, true} {
-		victim := string(renderKey(nil, "p", "r", "gcra", sharded, long, long))
-		attacker := string(renderKey(nil, "p", "r", "gcra", sharded, forged, forged))
+		victim := string(renderKey(nil, "p", "r", "gcra", sharded, long, long, false))
+		attacker := string(renderKey(nil, "p", "r", "gcra", sharded, forged, forged, false))
 		if victim == attacker {
 			t.Fatalf("sharded %v: %q renders as the hash of a long value: %q", sharded, forged, victim)
 		}
@@ -133,8 +140,8 @@ func TestHashFormCannotBeForged(t *testing.T) {
 // TestShardDashIsNotTheEmptyShard: the empty shard is written "-", so the shard "-" must be
 // written otherwise.
 func TestShardDashIsNotTheEmptyShard(t *testing.T) {
-	empty := string(renderKey(nil, "p", "r", "gcra", true, "", "k"))
-	dash := string(renderKey(nil, "p", "r", "gcra", true, "-", "k"))
+	empty := string(renderKey(nil, "p", "r", "gcra", true, "", "k", false))
+	dash := string(renderKey(nil, "p", "r", "gcra", true, "-", "k", false))
 	if empty == dash {
 		t.Fatalf("shards \"\" and \"-\" share the key %q", empty)
 	}
@@ -147,8 +154,8 @@ func TestShardDashIsNotTheEmptyShard(t *testing.T) {
 func FuzzRenderKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, shard1, key1, shard2, key2 string) {
 		for _, sharded := range []bool{false, true} {
-			a := string(renderKey(nil, "pol", "rule", "gcra", sharded, shard1, key1))
-			b := string(renderKey(nil, "pol", "rule", "gcra", sharded, shard2, key2))
+			a := string(renderKey(nil, "pol", "rule", "gcra", sharded, shard1, key1, false))
+			b := string(renderKey(nil, "pol", "rule", "gcra", sharded, shard2, key2, false))
 			checkKey(t, a, sharded, shard1, key1)
 			checkKey(t, b, sharded, shard2, key2)
 			same := key1 == key2 && (!sharded || shard1 == shard2)

@@ -110,6 +110,23 @@ local function expire_us(key, us)
   call('PEXPIRE', key, ttl_ms(us))
 end
 
+-- subkey_of returns a plugin's subkey(key, name): the further key `name` of the rule whose
+-- key is `key`, key .. ':' .. name, for a name among `names`, the keys its algorithm block
+-- declares. The engine renders such a rule's key with a hash tag around it, so its further
+-- keys hash to its slot: one script call reaches them on Redis Cluster too.
+local function subkey_of(names)
+  local declared = {}
+  for i = 1, #names do
+    declared[names[i]] = true
+  end
+  return function(key, name)
+    if not declared[name] then
+      error('RLCTL subkey: "' .. tostring(name) .. '" is not among the keys the algorithm declares')
+    end
+    return key .. ':' .. name
+  end
+end
+
 -- set_us sets the string key to value and makes it outlive the next us microseconds, as
 -- expire_us does, in one SET … PX.
 local function set_us(key, value, us)

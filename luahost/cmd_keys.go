@@ -38,6 +38,35 @@ func cmdDel(c *cmdCtx, args []string) any {
 	return n
 }
 
+// cmdRename moves src's value and expiry to dst, replacing what dst held.
+func cmdRename(c *cmdCtx, args []string) any {
+	src, dst := args[1], args[2]
+	e := c.lookup(src)
+	if e == nil {
+		return errorf("ERR no such key")
+	}
+	if src != dst {
+		c.ks.del(src)
+		c.ks.add(dst, e, c.now)
+	}
+	return statusReply("OK")
+}
+
+// cmdRenamenx renames src to dst only when dst does not exist: 1 when it did, else 0.
+func cmdRenamenx(c *cmdCtx, args []string) any {
+	src, dst := args[1], args[2]
+	e := c.lookup(src)
+	if e == nil {
+		return errorf("ERR no such key")
+	}
+	if c.lookup(dst) != nil {
+		return int64(0)
+	}
+	c.ks.del(src)
+	c.ks.add(dst, e, c.now)
+	return int64(1)
+}
+
 func cmdExists(c *cmdCtx, args []string) any {
 	var n int64
 	for _, k := range args[1:] {

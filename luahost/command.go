@@ -120,6 +120,8 @@ var commandTable = buildCommandTable(
 	&command{"time", 1, 0, 0, 0, reads, cmdTime},
 	// keys
 	&command{"del", -2, 1, -1, 1, writes, cmdDel},
+	&command{"rename", 3, 1, 2, 1, writes, cmdRename},
+	&command{"renamenx", 3, 1, 2, 1, writes, cmdRenamenx},
 	&command{"unlink", -2, 1, -1, 1, writes, cmdDel},
 	&command{"exists", -2, 1, -1, 1, reads, cmdExists},
 	&command{"touch", -2, 1, -1, 1, reads, cmdExists},

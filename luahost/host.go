@@ -59,10 +59,12 @@ func WithCommands(names ...string) Option {
 }
 
 // WithStrictKeys controls whether a script may only touch the keys passed in
-// KEYS (default true). A command naming any other key then fails in the
-// script with an "ERR luahost: ..." error. Redis itself enforces this only in
-// cluster mode, for keys of other slots; the host is stricter so that a
-// script that would break on Redis Cluster or Dragonfly fails in tests.
+// KEYS and the keys of their cluster slots (default true). A command naming any
+// other key then fails in the script with an "ERR luahost: ..." error. Redis
+// enforces as much in cluster mode (a key of another slot is not the node's);
+// the host does everywhere, so that a script that would break on Redis Cluster
+// fails in tests. (Dragonfly, by default, allows only the keys in KEYS: a plugin
+// with further keys needs its allow-undeclared-keys flag.)
 func WithStrictKeys(on bool) Option { return func(o *options) { o.strict = on } }
 
 // Host is an in-process stand-in for a Redis 7.0 server running Lua

@@ -270,7 +270,7 @@ func TestStrictKeys(t *testing.T) {
 			if tc.ok && err != nil {
 				t.Fatalf("unexpected error %v", err)
 			}
-			if !tc.ok && (err == nil || !strings.Contains(errMsg(t, err), "not in KEYS")) {
+			if !tc.ok && (err == nil || !strings.Contains(errMsg(t, err), "neither in KEYS nor in the cluster slot")) {
 				t.Fatalf("err = %v, want a strict-keys error", err)
 			}
 		})

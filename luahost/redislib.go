@@ -121,8 +121,8 @@ func (h *Host) scriptCommand(args []string) any {
 		return errorf("ERR Write commands are not allowed from read-only scripts.")
 	}
 	if h.strict {
-		if k, ok := cmd.undeclaredKey(args, h.run.keys); ok {
-			return errorf("ERR luahost: script accessed key '" + k + "' that is not in KEYS (strict keys)")
+		if k, ok := cmd.undeclaredKey(args, h.run.keys); ok && !inDeclaredSlot(k, h.run.keys) {
+			return errorf("ERR luahost: script accessed key '" + k + "' that is neither in KEYS nor in the cluster slot of one of them (strict keys)")
 		}
 	}
 	if cmd.flags&flagWrite != 0 {

@@ -323,7 +323,12 @@ func (c *checker) rig() (*rig, error) {
 // so verify runs what production runs. A shadow rule's own properties are checked as if
 // it enforced, so its calls write it out, unshadowed.
 func (c *checker) subject(p *dsl.Policy, ru *dsl.Rule, w []int64, i int) *subject {
-	sub := newSubject(ru.Algorithm, w, fmt.Sprintf("rl:verify:%s:%s:%d", p.Name, ru.Name, i))
+	key := fmt.Sprintf("rl:verify:%s:%s:%d", p.Name, ru.Name, i)
+	if len(ru.Algorithm.Keys) > 0 {
+		// Its further keys share its slot, as the engine renders such a rule's key.
+		key = fmt.Sprintf("rl:verify:{%s:%s:%d}", p.Name, ru.Name, i)
+	}
+	sub := newSubject(ru.Algorithm, w, key)
 	sub.slack = p.ClockSkew
 	if !ru.Shadow {
 		sub.compiled = c.plan.Compiled(ru)

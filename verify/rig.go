@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
@@ -106,10 +107,39 @@ func (g *rig) do(t, skew int64, c *algorithms.Call) (algorithms.Reply, error) {
 	return algorithms.DecodeReply(v, len(c.Rules))
 }
 
-// dump returns key's canonical state ("" when absent).
-func (g *rig) dump(key string) string {
+// dump returns key's canonical state ("" when absent), and with further (an algorithm's
+// further keys, algorithms.Algorithm.Keys) the state of each of those too, each named
+// (see stateOf).
+func (g *rig) dump(key string, further ...string) string {
 	s, _ := g.h.Dump(key)
-	return s
+	if len(further) == 0 {
+		return s
+	}
+	parts := []string{s}
+	for _, name := range further {
+		d, _ := g.h.Dump(key + ":" + name)
+		parts = append(parts, name+keyNameSep+d)
+	}
+	return strings.Join(parts, keySep)
+}
+
+// live reports whether any of the rule's keys exists.
+func (s *subject) live(g *rig) bool {
+	for _, k := range s.keys() {
+		if _, ok := g.h.Dump(k); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// keys are the Redis keys of s: its key, then each further key its algorithm declares.
+func (s *subject) keys() []string {
+	out := []string{s.key}
+	for _, name := range s.alg.Keys {
+		out = append(out, s.key+":"+name)
+	}
+	return out
 }
 
 // subject is what a single-rule trace exercises: one algorithm with fixed parameters on
@@ -233,12 +263,12 @@ func (s *subject) exec(g *rig, st step) (result, error) {
 		c.Op = algorithms.OpRefund
 	}
 	g.at(st.at)
-	res := result{before: g.dump(s.key)}
+	res := result{before: g.dump(s.key, s.alg.Keys...)}
 	rep, err := g.do(st.at, st.skew, &c)
 	if err != nil {
 		return result{}, err
 	}
-	res.after = g.dump(s.key)
+	res.after = g.dump(s.key, s.alg.Keys...)
 	res.allowed = rep.Allowed
 	if !st.release {
 		res.rr = rep.Rules[0]
@@ -269,7 +299,7 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 	defer func() {
 		p.done = err == nil
 	}()
-	_, p.liveAfter = g.h.Dump(s.key)
+	p.liveAfter = s.live(g)
 	ask := func(at, cost int64) (algorithms.RuleResult, bool, error) {
 		g.h.Restore(snap)
 		q := st
@@ -317,7 +347,7 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 			p.earlyAt = st.at + u
 			g.h.Restore(snap)
 			g.at(p.earlyAt)
-			_, p.earlyLive = g.h.Dump(s.key)
+			p.earlyLive = s.live(g)
 			r, _, err := ask(p.earlyAt, 0)
 			if err != nil {
 				return p, err
@@ -333,26 +363,35 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 	return p, nil
 }
 
-// expiredMeaningful reports whether the key, as snap holds it, expires while a peek at
-// the last instant it lives does not answer as for a fresh key, and when it is gone.
+// expiredMeaningful reports whether one of the rule's keys, as snap holds them, expires
+// while a peek at the last instant it lives does not answer as for a fresh key, and when
+// the first such is gone.
 func (s *subject) expiredMeaningful(g *rig, snap *luahost.Snapshot, st step, fresh int64, ask func(at, cost int64) (algorithms.RuleResult, bool, error)) (bool, int64, error) {
-	g.h.Restore(snap)
-	g.at(st.at)
-	v, err := g.h.Do(context.Background(), "PEXPIRETIME", s.key)
-	ms, ok := v.(int64)
-	if err != nil || !ok || ms < 0 {
-		return false, 0, err
+	for _, key := range s.keys() {
+		g.h.Restore(snap)
+		g.at(st.at)
+		v, err := g.h.Do(context.Background(), "PEXPIRETIME", key)
+		ms, ok := v.(int64)
+		if err != nil {
+			return false, 0, err
+		}
+		if !ok || ms < 0 {
+			continue
+		}
+		// Redis keeps a key while now <= its expire time in ms: it lives up to ms·1000+999 µs.
+		last := ms*1000 + 999 - g.base
+		if last < st.at {
+			continue
+		}
+		r, _, err := ask(last, 0)
+		if err != nil {
+			return false, 0, err
+		}
+		if r.Remaining != fresh || r.ResetAfter > 0 {
+			return true, last + 1, nil
+		}
 	}
-	// Redis keeps a key while now <= its expire time in ms: it lives up to ms·1000+999 µs.
-	last := ms*1000 + 999 - g.base
-	if last < st.at {
-		return false, 0, nil
-	}
-	r, _, err := ask(last, 0)
-	if err != nil {
-		return false, 0, err
-	}
-	return r.Remaining != fresh || r.ResetAfter > 0, last + 1, nil
+	return false, 0, nil
 }
 
 // maxProbeAhead is the furthest ahead a probe looks (µs): a reset-after beyond it (a

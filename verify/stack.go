@@ -74,7 +74,7 @@ func (c *checker) runStack(rules []stackRule, reqs []stackReq) ([]stackOutcome, 
 		g.at(q.at)
 		before := make([]string, len(rules))
 		for i, sr := range rules {
-			before[i] = g.dump(sr.key(q.keys[i]))
+			before[i] = g.dump(sr.key(q.keys[i]), sr.sub.alg.Keys...)
 		}
 		rep, err := g.do(q.at, 0, &call)
 		if err != nil {
@@ -83,7 +83,7 @@ func (c *checker) runStack(rules []stackRule, reqs []stackReq) ([]stackOutcome, 
 		}
 		o := stackOutcome{rep: rep, changed: make([]bool, len(rules))}
 		for i, sr := range rules {
-			o.changed[i] = g.dump(sr.key(q.keys[i])) != before[i]
+			o.changed[i] = g.dump(sr.key(q.keys[i]), sr.sub.alg.Keys...) != before[i]
 		}
 		out = append(out, o)
 	}

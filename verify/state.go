@@ -93,8 +93,39 @@ func traceTime(t int64) string {
 // maxStateItems is how many of a key's items a finding prints; the rest are counted.
 const maxStateItems = 8
 
-// stateText is a Dump for people: "hash {n=3, w=12}, expires at +1m0.5s", "(no key)".
+// The state of a rule with further keys (rig.dump) is its key's Dump, then for each
+// further key keySep, its name, keyNameSep and its Dump. Neither byte occurs in a Dump's
+// framing, and names are identifiers.
+const (
+	keySep     = "\x1e"
+	keyNameSep = "\x1f"
+)
+
+// splitKeys splits a rule's state into its keys' names ("" for the rule's own key) and
+// Dumps; a single key's state is one part.
+func splitKeys(s string) (names, dumps []string) {
+	for i, part := range strings.Split(s, keySep) {
+		if i == 0 {
+			names, dumps = append(names, ""), append(dumps, part)
+			continue
+		}
+		n, d, _ := strings.Cut(part, keyNameSep)
+		names, dumps = append(names, n), append(dumps, d)
+	}
+	return names, dumps
+}
+
+// stateText is a Dump for people: "hash {n=3, w=12}, expires at +1m0.5s", "(no key)"; for
+// a rule with further keys each key's, named: "key (no key); prev hash {…}".
 func stateText(s string) string {
+	if strings.Contains(s, keySep) {
+		names, dumps := splitKeys(s)
+		var parts []string
+		for i, d := range dumps {
+			parts = append(parts, keyLabel(names[i])+" "+stateText(d))
+		}
+		return strings.Join(parts, "; ")
+	}
 	if s == "" {
 		return "(no key)"
 	}
@@ -138,6 +169,17 @@ func itemText(st keyState, name, value string) string {
 // added, removed or changed, and the expiry, at most maxStateItems of them; whole states
 // where the kind changed or the key came or went.
 func stateDiff(before, after string) string {
+	if strings.Contains(before, keySep) || strings.Contains(after, keySep) {
+		names, bd := splitKeys(before)
+		_, ad := splitKeys(after)
+		var parts []string
+		for i := range min(len(bd), len(ad)) {
+			if bd[i] != ad[i] {
+				parts = append(parts, keyLabel(names[i])+" "+stateDiff(bd[i], ad[i]))
+			}
+		}
+		return strings.Join(parts, "; ")
+	}
 	b, okB := parseState(before)
 	a, okA := parseState(after)
 	if before == "" || after == "" || !okB || !okA || a.kind != b.kind || a.kind == "list" {
@@ -169,4 +211,13 @@ func stateDiff(before, after string) string {
 		changes = append(changes[:maxStateItems], fmt.Sprintf("… %d more changes", len(changes)-maxStateItems))
 	}
 	return a.kind + ": " + strings.Join(changes, "; ")
+}
+
+// keyLabel names one of a rule's keys in a finding: "key" for its own, else the further
+// key's name.
+func keyLabel(name string) string {
+	if name == "" {
+		return "key"
+	}
+	return name
 }

@@ -73,3 +73,26 @@ func TestStateDiff(t *testing.T) {
 		}
 	}
 }
+
+// A rule with further keys: its state names each key, and a diff only the keys that
+// changed.
+func TestStateOfFurtherKeys(t *testing.T) {
+	h := luahost.New(luahost.WithClock(luahost.NewManualClock(Epoch)))
+	g := &rig{h: h}
+	do := func(args ...string) {
+		if _, err := h.Do(context.Background(), args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do("HSET", "k:cur", "k", "1", "n", "2")
+	before := g.dump("k", "cur", "prev")
+	do("RENAME", "k:cur", "k:prev")
+	do("HSET", "k:cur", "k", "2", "n", "1")
+	after := g.dump("k", "cur", "prev")
+	if got, want := stateText(before), "key (no key); cur hash {k=1, n=2}, no TTL; prev (no key)"; got != want {
+		t.Errorf("state %q, want %q", got, want)
+	}
+	if got, want := stateDiff(before, after), "cur hash: k=1 became k=2; n=2 became n=1; prev (no key) became hash {k=1, n=2}, no TTL"; got != want {
+		t.Errorf("diff %q, want %q", got, want)
+	}
+}
