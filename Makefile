@@ -73,7 +73,7 @@ differential:
 # checks and all its verify checks; and the service fault suite, TestServeFaults (rlctl
 # serve processes under load, about 40 s: RELIABILITY.md's service table).
 proofs:
-	RLCTL_REQUIRE_REDIS=1 RLCTL_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'TestCatalogue|TestReadme|TestDocs|TestPlaygroundInBrowser|TestPlaygroundMatchesCLI|TestServeFaults' ./verify ./cmd/rlctl ./playground
+	RLCTL_REQUIRE_REDIS=1 RLCTL_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'TestCatalogue|TestPortedFindings|TestReadme|TestDocs|TestPlaygroundInBrowser|TestPlaygroundMatchesCLI|TestServeFaults' ./verify ./cmd/rlctl ./playground
 
 # bench/ is a module of its own, outside ./...: its tests (TestContenders, TestMemory: every
 # contender enforces its limit, the memory run finds every key) on a real redis-server and
