@@ -198,6 +198,9 @@ var forms = []func(d *decoder) []string{
 		return []string{d.pick("TYPE", "TTL", "PTTL", "EXPIRETIME", "PEXPIRETIME", "PERSIST"), d.key('s')}
 	},
 	func(d *decoder) []string {
+		return []string{d.pick("RENAME", "RENAMENX"), d.key(d.pick("s", "h", "z")[0]), d.key(d.pick("s", "l")[0])}
+	},
+	func(d *decoder) []string {
 		return cat([]string{"EXPIRE", d.key('z'), d.draw(relSeconds, edgeRelSeconds)}, d.opts("NX", "XX", "GT", "LT"))
 	},
 	func(d *decoder) []string {
