@@ -90,8 +90,10 @@ func (cmd *command) arityOK(argc int) bool {
 	return argc >= -cmd.arity
 }
 
-// undeclaredKey returns the first key among args that is not in declared.
-func (cmd *command) undeclaredKey(args, declared []string) (string, bool) {
+// refusedKey returns the first key among args that strict keys refuse in run r: one that is
+// neither among r's KEYS nor in the cluster slot of one of them. Keys are compared with
+// KEYS first; slots are computed only for a key that is not there.
+func (cmd *command) refusedKey(args []string, r *runState) (string, bool) {
 	if cmd.first == 0 {
 		return "", false
 	}
@@ -101,12 +103,14 @@ func (cmd *command) undeclaredKey(args, declared []string) (string, bool) {
 	}
 next:
 	for i := cmd.first; i <= last && i < len(args); i += cmd.step {
-		for _, d := range declared {
+		for _, d := range r.keys {
 			if d == args[i] {
 				continue next
 			}
 		}
-		return args[i], true
+		if !r.inDeclaredSlot(args[i]) {
+			return args[i], true
+		}
 	}
 	return "", false
 }

@@ -76,9 +76,9 @@
 // and its OOM error for writes past the cap under noeviction; Evicted counts
 // the keys freed.
 //
-// Commands (Commands lists them): PING ECHO TIME; DEL UNLINK EXISTS TOUCH
-// TYPE EXPIRE PEXPIRE EXPIREAT PEXPIREAT (NX XX GT LT) TTL PTTL EXPIRETIME
-// PEXPIRETIME PERSIST; GET SET (NX XX GET KEEPTTL EX PX EXAT PXAT) SETEX
+// Commands (Commands lists them): PING ECHO TIME; DEL UNLINK RENAME RENAMENX
+// EXISTS TOUCH TYPE EXPIRE PEXPIRE EXPIREAT PEXPIREAT (NX XX GT LT) TTL PTTL
+// EXPIRETIME PEXPIRETIME PERSIST; GET SET (NX XX GET KEEPTTL EX PX EXAT PXAT) SETEX
 // PSETEX SETNX GETSET GETDEL GETEX (EX PX EXAT PXAT PERSIST) MGET MSET MSETNX
 // APPEND STRLEN INCR DECR INCRBY DECRBY INCRBYFLOAT; HGET HMGET HSET HMSET
 // HSETNX HDEL HGETALL HKEYS HVALS HINCRBY HINCRBYFLOAT HLEN HSTRLEN HEXISTS;
@@ -106,7 +106,8 @@
 //   - String patterns do not support the undocumented %f frontier; NaN made
 //     by % prints as "nan" where Redis prints "-nan".
 //   - The host is stricter than Redis: by default a script may only touch
-//     keys passed in KEYS (WithStrictKeys), and a script running past the
+//     keys passed in KEYS and keys of their cluster slots, as on a Redis
+//     Cluster node (WithStrictKeys), and a script running past the
 //     deadline (WithTimeout) fails instead of blocking the server; the writes
 //     it made before are kept. Redis 7.0 crashes on error({}); the host
 //     replies "ERR unknown error".

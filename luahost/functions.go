@@ -189,7 +189,8 @@ func (h *Host) instantiate(name, code, body string) (*library, error) {
 
 	v.fenvMeta.RawSetString("__index", v.loadGlobals)
 	h.loading = lib
-	h.run.sha, h.run.keys = "", nil
+	h.run.sha = ""
+	h.run.setKeys(nil)
 	watch := h.watch(context.Background())
 	L.Push(fn)
 	err = L.PCall(0, 0, nil)

@@ -59,8 +59,13 @@ func WithCommands(names ...string) Option {
 }
 
 // WithStrictKeys controls whether a script may only touch the keys passed in
-// KEYS and the keys of their cluster slots (default true). A command naming any
-// other key then fails in the script with an "ERR luahost: ..." error. Redis
+// KEYS and the keys of their cluster slots (default true): keys that hash, as
+// Redis Cluster hashes them, to the slot of one of KEYS, such as "rl:{a}:x:prev"
+// for KEYS "rl:{a}:x" (a key's slot is CRC16 of its hash tag, the bytes between
+// its first '{' and the first '}' after it when there are any, else of the whole
+// key, mod 16384). A command naming any other key then fails in the script with
+// an "ERR luahost: script accessed key '...' that is neither in KEYS nor in the
+// cluster slot of one of them (strict keys)" error. Redis
 // enforces as much in cluster mode (a key of another slot is not the node's);
 // the host does everywhere, so that a script that would break on Redis Cluster
 // fails in tests. (Dragonfly, by default, allows only the keys in KEYS: a plugin
@@ -137,7 +142,11 @@ func (h *Host) lookup(name string) (*command, bool) {
 // runState describes the script being run.
 type runState struct {
 	sha  string
-	keys []string // KEYS as passed in, for strict-key checks
+	keys []string // KEYS as passed in, for strict-key checks (set with setKeys)
+	// slots holds the cluster slots of keys, computed when the run first names a key
+	// not in keys (inDeclaredSlot); slotsKnown says whether it has been.
+	slots      []uint16
+	slotsKnown bool
 	// Where the error being handled was raised, found by the error handler.
 	errSource string
 	errLine   int
@@ -403,7 +412,7 @@ func (h *Host) runScript(ctx context.Context, sha string, fn *lua.LFunction, key
 func (h *Host) exec(ctx context.Context, name string, keys []string, nargs int, env *lua.LTable, readOnly bool) (any, error) {
 	L := h.vm.L
 	h.run.sha = name
-	h.run.keys = keys
+	h.run.setKeys(keys)
 	h.run.readOnly = readOnly
 	h.run.wrote = false
 	h.run.errSource, h.run.errLine = "", 0
@@ -415,7 +424,7 @@ func (h *Host) exec(ctx context.Context, name string, keys []string, nargs int, 
 	err := L.PCall(nargs, 1, h.vm.handler)
 	h.unwatch(watch)
 
-	h.run.keys = nil
+	h.run.setKeys(nil)
 	h.run.readOnly = false
 	if err != nil {
 		return nil, h.scriptError(err)

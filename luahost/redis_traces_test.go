@@ -145,7 +145,7 @@ func (g *traceGen) opts(pool ...string) []string {
 var commandKinds = strings.Repeat("s", 7) + strings.Repeat("a", 10) + strings.Repeat("h", 8) +
 	strings.Repeat("z", 13) + "sss" + "zz" +
 	strings.Repeat("s", 11) + strings.Repeat("a", 4) + strings.Repeat("h", 4) + strings.Repeat("z", 3) +
-	strings.Repeat("l", 11)
+	strings.Repeat("l", 11) + "aa"
 
 // setOpts returns options of SET or GETEX, valid or not: expiries, and
 // flags drawn from flags.
@@ -378,6 +378,11 @@ func (g *traceGen) command() []string {
 	case 74, 75:
 		// Keep lists long enough for ranges and trims.
 		c = []string{"RPUSH", k, g.elem(), g.elem(), g.elem(), g.elem()}
+	case 76:
+		// Onto a key of any kind, or onto itself.
+		c = []string{"RENAME", k, g.pick(g.key('a'), k)}
+	case 77:
+		c = []string{"RENAMENX", k, g.pick(g.key('a'), k)}
 	default:
 		// Fill keys with members and fields so that range commands have
 		// something to work on.

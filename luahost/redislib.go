@@ -121,7 +121,7 @@ func (h *Host) scriptCommand(args []string) any {
 		return errorf("ERR Write commands are not allowed from read-only scripts.")
 	}
 	if h.strict {
-		if k, ok := cmd.undeclaredKey(args, h.run.keys); ok && !inDeclaredSlot(k, h.run.keys) {
+		if k, ok := cmd.refusedKey(args, &h.run); ok {
 			return errorf("ERR luahost: script accessed key '" + k + "' that is neither in KEYS nor in the cluster slot of one of them (strict keys)")
 		}
 	}

@@ -3,7 +3,7 @@ package luahost
 // keySlot is the Redis Cluster hash slot of key: CRC-16/XMODEM of its hash tag (the
 // bytes between the first '{' and the first '}' after it, when there are any) or of the
 // whole key, modulo 16384, as Redis's keyHashSlot computes it.
-func keySlot(key string) int {
+func keySlot(key string) uint16 {
 	for i := 0; i < len(key); i++ {
 		if key[i] != '{' {
 			continue
@@ -20,7 +20,16 @@ func keySlot(key string) int {
 	}
 	var crc uint16
 	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[i]]
+	}
+	return crc & 16383
+}
+
+// crc16Table is CRC-16/XMODEM's (polynomial 0x1021) table of byte remainders, the table
+// of Redis's crc16.c.
+var crc16Table = func() (t [256]uint16) {
+	for b := range t {
+		crc := uint16(b) << 8
 		for range 8 {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -28,16 +37,31 @@ func keySlot(key string) int {
 				crc <<= 1
 			}
 		}
+		t[b] = crc
 	}
-	return int(crc & 16383)
+	return t
+}()
+
+// setKeys starts a run's strict-key checks with KEYS keys.
+func (r *runState) setKeys(keys []string) {
+	r.keys = keys
+	r.slotsKnown = false
 }
 
-// inDeclaredSlot reports whether key hashes to the slot of one of declared: a key a
-// Redis Cluster node serving those keys runs a script's command on.
-func inDeclaredSlot(key string, declared []string) bool {
+// inDeclaredSlot reports whether key hashes to the cluster slot of one of the run's KEYS:
+// a key that a Redis Cluster node serving those keys runs a script's command on. The
+// slots of KEYS are computed once per run, when a run first asks.
+func (r *runState) inDeclaredSlot(key string) bool {
+	if !r.slotsKnown {
+		r.slots = r.slots[:0]
+		for _, d := range r.keys {
+			r.slots = append(r.slots, keySlot(d))
+		}
+		r.slotsKnown = true
+	}
 	s := keySlot(key)
-	for _, d := range declared {
-		if keySlot(d) == s {
+	for _, d := range r.slots {
+		if d == s {
 			return true
 		}
 	}
