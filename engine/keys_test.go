@@ -187,7 +187,7 @@ func checkKey(t *testing.T, k string, sharded bool, shard, key string) {
 		case shard != "":
 			checkPart(t, k, tag, shard)
 		}
-		if got, want := Slot(k), int(crc16(tag)&16383); tag == "" || got != want {
+		if got, want := Slot(k), Slot(tag); tag == "" || got != want {
 			t.Fatalf("%q: slot %d, want %d, the slot of {%s}", k, got, want, tag)
 		}
 		rest = after[1:]

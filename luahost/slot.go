@@ -1,46 +1,6 @@
 package luahost
 
-// keySlot is the Redis Cluster hash slot of key: CRC-16/XMODEM of its hash tag (the
-// bytes between the first '{' and the first '}' after it, when there are any) or of the
-// whole key, modulo 16384, as Redis's keyHashSlot computes it.
-func keySlot(key string) uint16 {
-	for i := 0; i < len(key); i++ {
-		if key[i] != '{' {
-			continue
-		}
-		for j := i + 1; j < len(key); j++ {
-			if key[j] == '}' {
-				if j > i+1 {
-					key = key[i+1 : j]
-				}
-				break
-			}
-		}
-		break
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[i]]
-	}
-	return crc & 16383
-}
-
-// crc16Table is CRC-16/XMODEM's (polynomial 0x1021) table of byte remainders, the table
-// of Redis's crc16.c.
-var crc16Table = func() (t [256]uint16) {
-	for b := range t {
-		crc := uint16(b) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-		t[b] = crc
-	}
-	return t
-}()
+import "github.com/rlctl/rlctl/internal/keyslot"
 
 // setKeys starts a run's strict-key checks with KEYS keys.
 func (r *runState) setKeys(keys []string) {
@@ -55,11 +15,11 @@ func (r *runState) inDeclaredSlot(key string) bool {
 	if !r.slotsKnown {
 		r.slots = r.slots[:0]
 		for _, d := range r.keys {
-			r.slots = append(r.slots, keySlot(d))
+			r.slots = append(r.slots, keyslot.Of(d))
 		}
 		r.slotsKnown = true
 	}
-	s := keySlot(key)
+	s := keyslot.Of(key)
 	for _, d := range r.slots {
 		if d == s {
 			return true
