@@ -406,7 +406,7 @@ func (c *checker) span(sub *subject) int64 {
 	if c.o.duration > 0 {
 		return c.o.duration.Microseconds()
 	}
-	return 8 * max(sub.spec.window, slices.Max(append(sub.spec.scales(), 1)))
+	return 8 * slices.Max(sub.spec.scales())
 }
 
 // ruleFinding accumulates one property's verdict over a rule's traces.

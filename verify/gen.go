@@ -75,7 +75,6 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 	}
 	// Costs stay within what the rule takes: up to the capacity and a few more, or up to
 	// the algorithm's max_cost.
-	maxCost := s.alg.MaxCost
 	cost := func() int64 {
 		c := max(capacity, 1)
 		var n int64
@@ -91,10 +90,7 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 		default:
 			n = c + 1 + rng.Int64N(3)
 		}
-		if maxCost > 0 {
-			n = min(n, maxCost)
-		}
-		return n
+		return s.costAtMost(n)
 	}
 	ask := func(at, c int64) error {
 		lease++
@@ -103,16 +99,15 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 	// spend asks for c at one instant: one request, or requests of max_cost each where
 	// the algorithm takes no more (up to the steps left).
 	spend := func(at, c int64) error {
-		if maxCost <= 0 || c <= maxCost {
-			return ask(at, c)
-		}
-		for c > 0 && len(steps) < maxSteps {
-			if err := ask(at, min(c, maxCost)); err != nil {
+		for {
+			part := s.costAtMost(c)
+			if err := ask(at, part); err != nil {
 				return err
 			}
-			c -= maxCost
+			if c -= part; c <= 0 || len(steps) >= maxSteps {
+				return nil
+			}
 		}
-		return nil
 	}
 	a := aimsOf(s)
 	// scale is the time scale of the next move: mostly the first statement's, now and
@@ -298,10 +293,7 @@ var clockUnits = []int64{1_000, 1_000_000, 60_000_000, 3_600_000_000, 86_400_000
 var calendarish = []int64{7 * 86_400_000_000, 30 * 86_400_000_000, 365 * 86_400_000_000}
 
 func aimsOf(s *subject) aims {
-	a := aims{scales: s.spec.scales()}
-	if len(a.scales) == 0 {
-		a.scales = []int64{max(s.spec.window, 1)}
-	}
+	a := aims{scales: s.spec.scales()} // never empty: the first statement's is there
 	a.longest = a.scales[len(a.scales)-1]
 	add := func(p int64) {
 		if p >= 1 && p <= 2*a.longest && !slices.Contains(a.periods, p) {

@@ -447,9 +447,11 @@ func checkReset(s *subject, steps []step, res []result) *violation {
 			// An empty key has nothing to reset: a peek then must say so too (a limit
 			// of several periods can show a full remaining while a longer one counts).
 			return at("reset-after %s, yet a peek then reports reset-after %s more, where an empty key reports 0: reset-after is too early", fmtUS(rr.ResetAfter), fmtUS(p.atResetAfter))
-		case p.earlyAt > 0 && rr.Remaining < p.fresh && p.early == p.fresh && p.earlyReset == 0 && p.lostState:
-			return at("reset-after %s, yet the key expired %s after the request, while its state still counted: its TTL is shorter than what the state means, so the limit forgets requests early", fmtUS(rr.ResetAfter), fmtUS(p.expiredAt-st.at))
 		case p.earlyAt > 0 && rr.Remaining < p.fresh && p.early == p.fresh && p.earlyReset == 0:
+			// Back to empty before reset-after: the key expired early, or the answer is late.
+			if p.lostState {
+				return at("reset-after %s, yet the key expired %s after the request, while its state still counted: its TTL is shorter than what the state means, so the limit forgets requests early", fmtUS(rr.ResetAfter), fmtUS(p.expiredAt-st.at))
+			}
 			late := "too late"
 			if d := s.spec.prec.ResetAfter; d > 0 {
 				late = fmt.Sprintf("later than its declared precision (%s) allows", fmtUS(d))
