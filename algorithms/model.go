@@ -442,12 +442,26 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 		}
 		return Reply{Allowed: true, Now: c.Now}, nil
 	}
-	rep := Reply{Allowed: true, Now: c.Now, Rules: make([]RuleResult, len(c.Rules))}
-	next := make([]state, len(c.Rules))
-	for i, r := range c.Rules {
-		rep.Rules[i], next[i] = checkRule(states[i], c.Now, r.Cost, r.Lease)
-		if !rep.Rules[i].Allowed && !r.Shadow && rep.Allowed {
-			rep.Allowed, rep.Decider = false, i+1
+	units := int64(1)
+	if c.Op == OpMost {
+		units = c.Units
+	}
+	rep, next := checkAll(c, states, units)
+	if c.Op == OpMost {
+		rep.Granted = units
+		if !rep.Allowed {
+			// The largest grant the denying rules' remaining allow, or one unit.
+			g := units
+			for i, r := range c.Rules {
+				if !rep.Rules[i].Allowed && !r.Shadow && r.Cost > 0 {
+					g = min(g, rep.Rules[i].Remaining/r.Cost)
+				}
+			}
+			rep, next = checkAll(c, states, max(g, 1))
+			rep.Granted = 0
+			if rep.Allowed {
+				rep.Granted = max(g, 1)
+			}
 		}
 	}
 	for i, r := range c.Rules {
@@ -459,4 +473,18 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 		}
 	}
 	return rep, nil
+}
+
+// checkAll checks every rule of c at units times its cost, on states (unchanged), and
+// returns the reply and the states an allowed call leaves.
+func checkAll(c *Call, states []state, units int64) (Reply, []state) {
+	rep := Reply{Allowed: true, Now: c.Now, Rules: make([]RuleResult, len(c.Rules))}
+	next := make([]state, len(c.Rules))
+	for i, r := range c.Rules {
+		rep.Rules[i], next[i] = checkRule(states[i], c.Now, r.Cost*units, r.Lease)
+		if !rep.Rules[i].Allowed && !r.Shadow && rep.Allowed {
+			rep.Allowed, rep.Decider = false, i+1
+		}
+	}
+	return rep, next
 }

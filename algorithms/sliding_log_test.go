@@ -310,10 +310,17 @@ func (e upgradeExec) run(calls []Call) ([]Reply, error) {
 
 // sameLeaseCost makes every release name its lease's cost, as the engine's releases do:
 // the per-unit layout released part of a lease of cost n > 1 when told a cost 1 < c < n,
-// which no caller does and the reference model does not follow.
+// which no caller does and the reference model does not follow. Partial admissions become
+// checks of their units (the per-unit layout's script has no such op).
 func sameLeaseCost(calls []Call) {
 	cost := map[string]int64{}
 	for i := range calls {
+		if calls[i].Op == OpMost {
+			for j := range calls[i].Rules {
+				calls[i].Rules[j].Cost *= calls[i].Units
+			}
+			calls[i].Op, calls[i].Units = OpCheck, 0
+		}
 		for j := range calls[i].Rules {
 			r := &calls[i].Rules[j]
 			if calls[i].Op == OpCheck {

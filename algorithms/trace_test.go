@@ -117,8 +117,11 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 		if skew > 0 && rng.IntN(4) == 0 {
 			c.Now -= rng.Int64N(skew + 1)
 		}
-		if rng.IntN(10) == 0 {
+		switch rng.IntN(10) {
+		case 0:
 			c.Op = OpRefund
+		case 1:
+			c.Op, c.Units = OpMost, 1+rng.Int64N(12)
 		}
 		perm := rng.Perm(len(keys))[:1+rng.IntN(min(3, len(keys)))]
 		for _, i := range perm {
@@ -127,6 +130,8 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			cp := capacity.capacity()
 			var cost int64
 			switch x := rng.IntN(20); {
+			case c.Op == OpMost: // a cost per unit
+				cost = rng.Int64N(4)
 			case x < 2:
 				cost = 0
 			case x < 11:
@@ -154,7 +159,7 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 		}
 		calls = append(calls, c)
 		replies = append(replies, rep)
-		if c.Op == OpCheck {
+		if c.Op != OpRefund {
 			last = rep
 		}
 	}
@@ -197,7 +202,7 @@ func decode(c *Call, v any, err error) (Reply, error) {
 		}
 		return Reply{Allowed: true, Now: now}, nil
 	}
-	r, err := DecodeReply(v, len(c.Rules))
+	r, err := DecodeCallReply(c, v)
 	r.Server = 0 // the hosts' clocks; the oracle has none
 	return r, err
 }

@@ -20,6 +20,12 @@ const (
 	OpCheck Op = "check"
 	// OpRefund undoes a charge (cluster compensation, concurrency release).
 	OpRefund Op = "refund"
+	// OpMost is a partial admission: it decides and charges, all or none, the largest
+	// number of units g <= Call.Units that every enforcing rule allows at once, each
+	// Rule.Cost being the rule's cost per unit. Reply.Granted is g; a denial (g = 0)
+	// describes the rules as a check of one unit would, so its retry-after is the wait
+	// for one unit.
+	OpMost Op = "most"
 )
 
 // ServerTime as Call.Now makes the script read the server clock (Redis TIME).
@@ -40,7 +46,9 @@ type Call struct {
 	// Skew, for a client-clock call, is how far apart (µs) the callers' clocks may be:
 	// every TTL the algorithms set through expire_us is that much longer, so that a key
 	// outlives its state as a caller whose clock runs behind sees it. 0: none.
-	Skew  int64
+	Skew int64
+	// Units, for OpMost, is the most units the call may grant (>= 1).
+	Units int64
 	Rules []Rule
 }
 
@@ -112,6 +120,11 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 	case OpCheck:
 	case OpRefund:
 		op = argRefund
+	case OpMost:
+		if c.Units < 1 || c.Units > MaxInt {
+			return nil, fmt.Errorf("units %d out of range [1, 2^53]", c.Units)
+		}
+		op = "most:" + strconv.FormatInt(c.Units, 10)
 	default:
 		return nil, fmt.Errorf("unknown op %q", c.Op)
 	}
@@ -149,6 +162,9 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 		}
 		if r.Cost < 0 || r.Cost > MaxInt {
 			return nil, fmt.Errorf("rule %d: cost %d out of range [0, 2^53]", i+1, r.Cost)
+		}
+		if c.Op == OpMost && r.Cost > 0 && c.Units > MaxInt/r.Cost {
+			return nil, fmt.Errorf("rule %d: cost %d per unit times %d units is above 2^53", i+1, r.Cost, c.Units)
 		}
 		if r.Compiled != nil {
 			var err error
@@ -246,6 +262,8 @@ type Reply struct {
 	// call carried a client time. Callers place deadlines on the server's clock with it.
 	Server int64
 	Rules  []RuleResult
+	// Granted, for OpMost, is the units the call granted and charged: 0 when denied.
+	Granted int64
 }
 
 // RuleResult is one rule's verdict. Values describe the key after the call: charged when
@@ -325,6 +343,40 @@ func DecodeReply(v any, n int) (Reply, error) {
 	if !ok {
 		return Reply{}, fmt.Errorf("%w: %T, want an array", ErrReply, v)
 	}
+	return decodeRules(arr, n)
+}
+
+// DecodeCallReply decodes the reply of call c, a check or a partial admission (OpMost,
+// whose reply ends with the units granted).
+func DecodeCallReply(c *Call, v any) (Reply, error) {
+	if c.Op != OpMost {
+		return DecodeReply(v, len(c.Rules))
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return Reply{}, fmt.Errorf("%w: %T, want an array", ErrReply, v)
+	}
+	n := len(c.Rules)
+	if len(arr) != header+5*n+1 {
+		return Reply{}, fmt.Errorf("%w: %d values for a partial admission of %d rules, want %d", ErrReply, len(arr), n, header+5*n+1)
+	}
+	g, ok := arr[len(arr)-1].(int64)
+	if !ok || g < 0 || g > c.Units {
+		return Reply{}, fmt.Errorf("%w: granted %v of %d units", ErrReply, arr[len(arr)-1], c.Units)
+	}
+	r, err := decodeRules(arr[:len(arr)-1], n)
+	if err != nil {
+		return Reply{}, err
+	}
+	if r.Allowed != (g > 0) {
+		return Reply{}, fmt.Errorf("%w: granted %d units, allowed %v", ErrReply, g, r.Allowed)
+	}
+	r.Granted = g
+	return r, nil
+}
+
+// decodeRules decodes a check reply's header and n rules' values.
+func decodeRules(arr []any, n int) (Reply, error) {
 	if len(arr) != header+5*n {
 		if header <= len(arr) && len(arr) < header+5*n {
 			return Reply{}, badRuleValue(len(arr), nil, true)

@@ -136,7 +136,7 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 			defer cancel()
 		}
 		sent = e.clock().UnixMicro()
-		if c.Op == algorithms.OpCheck {
+		if c.Op != algorithms.OpRefund {
 			c.Deadline = e.server.deadline(sent, wait.Microseconds())
 		}
 	}
@@ -286,7 +286,7 @@ func (e *Engine) exec(ctx context.Context, b Backend, c *algorithms.Call) (algor
 	if c.Op == algorithms.OpRefund {
 		return algorithms.Reply{Allowed: true}, nil
 	}
-	return algorithms.DecodeReply(v, len(c.Rules))
+	return algorithms.DecodeCallReply(c, v)
 }
 
 // degrade decides a group whose backend call failed with err of class. Each policy in the
@@ -301,6 +301,7 @@ func (e *Engine) degrade(ctx context.Context, call *algorithms.Call, rules []pen
 		onLocal: make([]bool, len(call.Rules)),
 	}
 	rep := &res.rep
+	rep.Granted = call.Units // what the policies' fail-open grants; the local fallback's grant replaces it
 	var localIdx []int
 	for k, i := range g.idx {
 		p := rules[i].policy
@@ -329,7 +330,7 @@ func (e *Engine) degrade(ctx context.Context, call *algorithms.Call, rules []pen
 	}
 	if len(localIdx) > 0 {
 		e.shareLocal(call, rules, g, localIdx) // localshare.go
-		lc := algorithms.Call{Op: call.Op, Now: call.Now, Skew: call.Skew, Rules: make([]algorithms.Rule, len(localIdx))}
+		lc := algorithms.Call{Op: call.Op, Now: call.Now, Skew: call.Skew, Units: call.Units, Rules: make([]algorithms.Rule, len(localIdx))}
 		for j, k := range localIdx {
 			lc.Rules[j] = call.Rules[k]
 		}
@@ -347,13 +348,14 @@ func (e *Engine) degrade(ctx context.Context, call *algorithms.Call, rules []pen
 			if !lrep.Allowed {
 				rep.Allowed = false
 			}
-			rep.Now = lrep.Now
+			rep.Now, rep.Granted = lrep.Now, lrep.Granted
 			if res.src == FromFailOpen {
 				res.src = FromLocal
 			}
 		}
 	}
 	if !rep.Allowed {
+		rep.Granted = 0
 		for k := range rep.Rules {
 			if !rep.Rules[k].Allowed && !call.Rules[k].Shadow {
 				rep.Decider = k + 1

@@ -214,6 +214,9 @@ type Decision struct {
 	// Err is the backend failure behind a degraded decision (Source FromLocal,
 	// FromFailOpen or FromFailDeny).
 	Err error
+	// Granted is the units the request may go on with: Allow's 1 and AllowN's n when
+	// allowed, AllowAtMost's grant; 0 when denied, for Peek and for AllowAll.
+	Granted int64
 
 	held      []heldLease // concurrency leases taken, for Release
 	unlimited []int       // the requests an unlimited block names, in order
@@ -287,6 +290,46 @@ func (e *Engine) AllowN(ctx context.Context, r dsl.Request, n int64) (*Decision,
 	return e.decide(ctx, r, n)
 }
 
+// AllowAtMost decides a partial admission of up to n units (n >= 1), as a sender with a
+// batch of n messages asks for room: it grants and charges, all or nothing across the
+// rules, the largest number of units g <= n that every enforcing rule allows now
+// (Decision.Granted; each rule is charged g times its cost). It is denied (Granted 0) when
+// not even one unit fits, and RetryAfter is then the wait for one unit. The grant is
+// decided in the same atomic call as the checks: no other decision sees a partial charge.
+//
+// On a Redis Cluster whose rules lie in several hash slots, each slot's call grants at
+// most what the slots before it granted, and those are refunded the difference (a plugin
+// without a refund function keeps it until its key expires). A request that a
+// concurrency rule applies to is refused with ErrRequest: a lease is released whole, never
+// in part. Granted is the units asked when no rule applies, and when the policies' on_error
+// lets a failed backend allow.
+func (e *Engine) AllowAtMost(ctx context.Context, r dsl.Request, n int64) (*Decision, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("%w: AllowAtMost needs at least 1 unit, got %d", ErrRequest, n)
+	}
+	if n > algorithms.MaxInt {
+		return nil, fmt.Errorf("%w: %d units is above 2^53", ErrRequest, n)
+	}
+	rules, gone, unl, err := e.collect(r, 1, 0, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(rules) > MaxRules {
+		return nil, tooManyRules(len(rules))
+	}
+	rules = e.dropReplaced(rules, gone)
+	for _, p := range rules {
+		if hasLease(p.call.Algorithm) {
+			return nil, fmt.Errorf("%w: rule %s of policy %s holds concurrency leases, which AllowAtMost cannot grant in part; use AllowN", ErrRequest, p.rule.Name, p.policy.Name)
+		}
+	}
+	d, err := e.run(ctx, rules, rules, nil, true, n)
+	if d != nil && unl {
+		d.unlimited = unlimitedFirst
+	}
+	return d, err
+}
+
 // Peek reports what Allow would decide without charging anything.
 func (e *Engine) Peek(ctx context.Context, r dsl.Request) (*Decision, error) {
 	return e.decide(ctx, r, 0)
@@ -339,7 +382,7 @@ func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*D
 	if err != nil {
 		return nil, err
 	}
-	d, err := e.run(ctx, all, uniq, fan, charging)
+	d, err := e.run(ctx, all, uniq, fan, charging, 0)
 	if d != nil {
 		d.unlimited = unlimited
 	}
@@ -615,20 +658,23 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 		return nil, tooManyRules(len(rules))
 	}
 	rules = e.dropReplaced(rules, gone)
-	if unl {
-		d, err := e.run(ctx, rules, rules, nil, n > 0)
-		if d != nil {
+	d, err := e.run(ctx, rules, rules, nil, n > 0, 0)
+	if d != nil {
+		if unl {
 			d.unlimited = unlimitedFirst
 		}
-		return d, err
+		if d.Allowed {
+			d.Granted = n
+		}
 	}
-	return e.run(ctx, rules, rules, nil, n > 0)
+	return d, err
 }
 
 // run decides the rules of one or more requests: all, and the same with shared keys
 // merged, uniq (fan maps all to uniq; nil when they are the same). charging: some rule
-// is charged (not a peek).
-func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, charging bool) (*Decision, error) {
+// is charged (not a peek). most > 0 makes it a partial admission of up to most units,
+// each rule's cost being its cost per unit (AllowAtMost).
+func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, charging bool, most int64) (*Decision, error) {
 	d := newDecision(len(all))
 	for i := range all {
 		w, ok := e.plan.windows[all[i].rule]
@@ -644,9 +690,12 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 			Shadow: all[i].call.Shadow, Allowed: true, Key: all[i].call.Key, Window: w,
 			Request: all[i].req, Cost: all[i].call.Cost, cost: cost,
 		}
+		if most > 0 {
+			d.Rules[i].Cost = all[i].call.Cost * most
+		}
 	}
 	if len(all) == 0 {
-		d.Source = FromNoRules
+		d.Source, d.Granted = FromNoRules, most
 		e.decided(d)
 		return d, nil
 	}
@@ -671,9 +720,14 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 		}
 	}
 	var done []charged
+	var grants []int64 // a partial admission's grant in each group of done
+	units := most      // a partial admission's grant so far: the most the next group may grant
 	groups := e.groups(rules)
 	for gi, g := range groups {
 		call := algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime, Rules: make([]algorithms.Rule, len(g.idx))}
+		if most > 0 {
+			call.Op, call.Units = algorithms.OpMost, units
+		}
 		if g.client {
 			call.Now, call.Skew = sent.UnixMicro(), g.skew
 		}
@@ -700,6 +754,9 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 			d.Allowed = false
 			break
 		}
+		if most > 0 {
+			units = rep.Granted
+		}
 		// What this group charged, and where: every rule on the backend, or after a
 		// failure only the rules the local fallback ran. The last group's charge is never
 		// refunded here (no group after it can deny), so only its leases are kept.
@@ -709,13 +766,18 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 		c := charged{call: algorithms.Call{Op: algorithms.OpRefund, Now: rep.Now}, local: res.src != FromBackend}
 		for k := range call.Rules {
 			if res.src == FromBackend || res.onLocal[k] {
-				c.call.Rules = append(c.call.Rules, call.Rules[k])
+				r := call.Rules[k]
+				if most > 0 {
+					r.Cost *= units // what the group charged
+				}
+				c.call.Rules = append(c.call.Rules, r)
 			}
 		}
 		if len(c.call.Rules) == 0 {
 			continue
 		}
 		done = append(done, c)
+		grants = append(grants, units)
 		for _, r := range c.call.Rules {
 			if hasLease(r.Algorithm) && r.Cost > 0 {
 				d.held = append(d.held, heldLease{rule: r, now: rep.Now, local: c.local})
@@ -728,6 +790,24 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 			rr.evaluated, rr.Allowed, rr.Limit, rr.Remaining = r.evaluated, r.Allowed, r.Limit, r.Remaining
 			rr.RetryAfter, rr.ResetAfter = r.RetryAfter, r.ResetAfter
 		}
+	}
+	if d.Allowed && most > 0 {
+		// A partial admission's groups each granted at most what the ones before did: the
+		// earlier ones give back what they charged beyond the last grant.
+		d.Granted = units
+		var excess []charged
+		for i, c := range done {
+			if grants[i] == units {
+				continue
+			}
+			x := charged{call: algorithms.Call{Op: algorithms.OpRefund, Now: c.call.Now}, local: c.local}
+			for _, r := range c.call.Rules {
+				r.Cost = r.Cost / grants[i] * (grants[i] - units)
+				x.call.Rules = append(x.call.Rules, r)
+			}
+			excess = append(excess, x)
+		}
+		e.refund(ctx, excess)
 	}
 	if !d.Allowed {
 		// Cluster compensation: groups already charged give their charge back.

@@ -4,8 +4,11 @@
 -- library form of the same text registers it as a function (FUNCTION LOAD, then FCALL).
 --
 -- KEYS: one key per rule, in rule order. Keys must be distinct.
--- ARGV: [1] protocol version ("4")
---       [2] op: "check" (decide and charge, all or nothing) or "refund" (undo a charge)
+-- ARGV: [1] protocol version ("5")
+--       [2] op: "check" (decide and charge, all or nothing), "refund" (undo a charge), or
+--           "most:N" (partial admission: decide and charge, all or nothing, the largest
+--           number of units g <= N that every enforcing rule allows, each rule's cost being
+--           then its cost per unit; see most below)
 --       [3] now in microseconds, or "" to read the server clock (TIME)
 --       [4] deadline: the server-clock instant in microseconds after which the caller no
 --           longer waits for this call, or "" for none
@@ -27,6 +30,7 @@
 --   retry_after_us is 0 for a rule that allows and -1 when the cost can never fit.
 --   Per-rule values describe the key after this call: charged when the call is allowed,
 --   untouched (as if peeked) when it is denied.
+-- Reply (most): the reply of a check of g units (when g is 0, of one unit), then g.
 -- Reply (refund): {1, 0, now_us, server_us}.
 -- Errors: an error reply starting with "RLCTL" for any malformed ARGV, and
 --   "RLCTL deadline passed at <seconds> <microseconds>" (the server's TIME) when the server
@@ -152,6 +156,57 @@ local function rule_at(ARGV, r, a, loaded)
   return check, commit, refund, cost, shadow, p, a + width + m
 end
 
+-- check_rules is phase 1 of a call on the general path: every rule's check at units times
+-- its cost (st[5r-4]), no writes. It keeps each rule's pending write in st (see main) and its
+-- five reply values in out, and returns allowed (1 or 0) and the deciding rule (0 when
+-- allowed).
+local function check_rules(KEYS, rs, st, out, n, now, units)
+  local allowed, decider = 1, 0
+  for r = 1, n do
+    local c = rs[r]
+    local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = c[9](KEYS[r], now, st[5 * r - 4] * units, c[3])
+    if ok == 0 and not c[2] and allowed == 1 then
+      allowed, decider = 0, r
+    end
+    local o = 5 * r
+    st[o - 3], st[o - 2], st[o - 1], st[o] = write or false, w2, w3, w4
+    out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset, limit
+  end
+  return allowed, decider
+end
+
+-- most decides a partial admission of up to units (op "most:N"): the call's rules are
+-- checked at units; when an enforcing rule denies, its remaining (the largest cost it
+-- allows now, by the check contract) bounds the grant g to floor(remaining / its cost per
+-- unit), and the rules are checked again at g, or at one unit when g is 0 so that the
+-- denial's retry-after is the wait for one unit. A rule that breaks the contract (denies
+-- g) makes the call a denial, never a larger charge. It returns allowed, decider and g
+-- (0 when denied), with st and out as check_rules leaves them.
+local function most(KEYS, rs, st, out, n, now, units)
+  local allowed, decider = check_rules(KEYS, rs, st, out, n, now, units)
+  if allowed == 1 then
+    return allowed, decider, units
+  end
+  local g = units
+  for r = 1, n do
+    local per = st[5 * r - 4]
+    if out[5 * r] == 0 and not rs[r][2] and per > 0 then
+      local fits = floor(out[5 * r + 1] / per)
+      if fits < g then
+        g = fits
+      end
+    end
+  end
+  if g < 1 then
+    g = 1
+  end
+  allowed, decider = check_rules(KEYS, rs, st, out, n, now, g)
+  if allowed == 0 then
+    return allowed, decider, 0
+  end
+  return allowed, decider, g
+end
+
 -- first: this is the first call of this run of the script's text, which binds the
 -- prelude's locals (bind) and calls redis.replicate_commands. Under EVAL the text runs
 -- afresh on every call; a library (FUNCTION LOAD: Redis 7, which replicates effects
@@ -181,8 +236,14 @@ local function main(KEYS, ARGV)
     return redis.error_reply('RLCTL protocol mismatch: script speaks ' .. PROTOCOL .. ', caller sent ' .. tostring(ARGV[1]))
   end
   local op = ARGV[2]
+  local units -- op "most:N": N
   if op ~= 'check' and op ~= 'refund' then
-    return redis.error_reply('RLCTL unknown op ' .. tostring(op))
+    if type(op) == 'string' and string.sub(op, 1, 5) == 'most:' then
+      units = int_arg(string.sub(op, 6), 1)
+    end
+    if units == nil then
+      return redis.error_reply('RLCTL unknown op ' .. tostring(op))
+    end
   end
 
   -- The server clock is read once, before any write.
@@ -223,7 +284,7 @@ local function main(KEYS, ARGV)
   end
 
   -- A call of one rule, the common case, needs none of the tables of a stack (below).
-  if n == 1 then
+  if n == 1 and not units then
     local key = KEYS[1]
     local check, commit, refund, cost, shadow, p
     -- A compiled rule whose record is complete (a built-in's, nothing varying per
@@ -338,17 +399,18 @@ local function main(KEYS, ARGV)
   end
 
   -- Phase 1: check every rule; no writes.
-  local allowed, decider = 1, 0
   local out = {0, 0, 0, 0}
-  for r = 1, n do
-    local c = rs[r]
-    local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = c[9](KEYS[r], now, st[5 * r - 4], c[3])
-    if ok == 0 and not c[2] and allowed == 1 then
-      allowed, decider = 0, r
+  local allowed, decider, granted
+  if units then
+    for r = 1, n do
+      if st[5 * r - 4] * units > MAX_INT then
+        return redis.error_reply('RLCTL rule ' .. r .. ': cost per unit times ' .. units .. ' units is above 2^53')
+      end
     end
-    local o = 5 * r
-    st[o - 3], st[o - 2], st[o - 1], st[o] = write or false, w2, w3, w4
-    out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset, limit
+    allowed, decider, granted = most(KEYS, rs, st, out, n, now, units)
+    out[5 * n + 5] = granted
+  else
+    allowed, decider = check_rules(KEYS, rs, st, out, n, now, 1)
   end
 
   -- A call whose checks ran past its deadline charges nothing (see Errors above).

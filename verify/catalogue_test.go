@@ -245,7 +245,7 @@ func checkBuggy(t *testing.T, path, name string, row *catalogueRow) bool {
 }
 
 // catalogueProps are the properties a caught-by line may name.
-var catalogueProps = []string{PropErrors, PropLimit, PropRetryAfter, PropDenials, PropRemaining, PropResetAfter, PropSkew, PropAtomicity, PropExpiry, PropDeterminism, PropRace, PropRaceCluster}
+var catalogueProps = []string{PropErrors, PropLimit, PropRetryAfter, PropDenials, PropRemaining, PropPartial, PropResetAfter, PropSkew, PropAtomicity, PropExpiry, PropDeterminism, PropRace, PropRaceCluster}
 
 // belowHeader returns lines without the comment lines they open with.
 func belowHeader(lines []string) []string {

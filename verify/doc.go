@@ -71,6 +71,10 @@
 //     instant passes and one of a unit more does not; the reply's limit is the
 //     guarantee's amount. Checked with probes: each run on a copy of the state
 //     (luahost.Snapshot) and then forgotten, so the trace goes on as if nobody asked.
+//   - partial: a partial admission (algorithms.OpMost, engine.AllowAtMost) of a unit more
+//     than remaining at the same instant is granted exactly remaining. The probe of
+//     remaining is that admission: it grants the unit more, or remaining, or less (and
+//     remaining is then asked of a request of its own).
 //   - reset-after: a peek at that instant answers as for an empty key, and one before it
 //     (less the declared precision) does not; a key that expires while its state still
 //     counts is named as a TTL too short.
@@ -130,7 +134,7 @@
 //	    "rule": "per_user",       // absent for a whole-policy property
 //	    "algorithm": "careless_window", "params": "limit=4 window=10s",
 //	    "limit": "4 per 10s",     // the rule's limit in words, as verify's text shows it
-//	    "property": "errors",     // errors, limit, retry-after, denials, remaining, reset-after,
+//	    "property": "errors",     // errors, limit, retry-after, denials, remaining, partial, reset-after,
 //	                              // atomicity, expiry, determinism, client clocks,
 //	                              // race, race (cluster), race (redis.call), *
 //	    "status": "fail",         // pass, skip, note, warn, fail

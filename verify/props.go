@@ -17,6 +17,7 @@ const (
 	PropRetryAfter  = "retry-after"
 	PropDenials     = "denials"
 	PropRemaining   = "remaining"
+	PropPartial     = "partial"
 	PropResetAfter  = "reset-after"
 	PropSkew        = "client clocks"
 	PropAtomicity   = "atomicity"
@@ -34,6 +35,7 @@ const (
 	stmtRetry  = "a denied request's retry-after r is sound (the same request is denied at every instant before r has passed) and sufficient (it is allowed once r has passed), with no other request in between; it is -1 exactly when the cost exceeds the limit, and 0 for an allowed request"
 	stmtDenial = "an exact guarantee is a promise to admit too: a request is denied only when admitting it would break the limit statement, given what was admitted before"
 	stmtRemain = "remaining is what is left: never negative nor above the limit; a request of that cost at the same instant passes and one of a unit more does not; the limit a reply reports is the guarantee's amount"
+	stmtPart   = "a partial admission (engine.AllowAtMost) of more than remaining, at the same instant, is granted exactly remaining: the check that first denies it writes nothing and reports the remaining a peek does"
 	stmtReset  = "reset-after is when the key is back to empty: a peek then answers as for a fresh key, and a peek before then does not (it may be late by the declared precision, never early)"
 	stmtAtom1  = "a denied request, and a peek (cost 0), changes nothing a later request can tell: every later answer is what it would be without them (a rewrite no answer shows, such as a purge of what no longer counts, is a note)"
 	stmtAtomN  = "a request is allowed exactly when every enforcing rule allows it (the first enforcing rule that denies decides), and a denied request changes none of its rules' keys"
@@ -413,6 +415,22 @@ func checkRemaining(s *subject, steps []step, res []result) *violation {
 			return at("remaining %d, yet a request of cost %d at the same instant was denied", rr.Remaining, rr.Remaining)
 		case p.over:
 			return at("remaining %d, yet a request of cost %d at the same instant was allowed", rr.Remaining, rr.Remaining+1)
+		}
+	}
+	return nil
+}
+
+// checkPartial checks, on each probed reply of a single-rule trace whose remaining holds
+// (the remaining property's), what a partial admission of a unit more than remaining at
+// the same instant was granted: exactly remaining.
+func checkPartial(s *subject, steps []step, res []result) *violation {
+	for i, st := range steps {
+		p, rr := res[i].probes, res[i].rr
+		if st.release || !p.done || rr.Remaining < 0 || p.over || (rr.Remaining > 0 && !p.fits) {
+			continue
+		}
+		if p.granted != rr.Remaining {
+			return &violation{status: Fail, mark: []int{i}, msg: fmt.Sprintf("remaining %d, and a request of that cost at the same instant passes, yet a partial admission of %d then (engine.AllowAtMost) was granted %d: the check that denies it first must write nothing and report the remaining a peek does", rr.Remaining, rr.Remaining+1, p.granted)}
 		}
 	}
 	return nil

@@ -104,7 +104,7 @@ func (g *rig) do(t, skew int64, c *algorithms.Call) (algorithms.Reply, error) {
 	if c.Op == algorithms.OpRefund {
 		return algorithms.Reply{Allowed: true}, nil
 	}
-	return algorithms.DecodeReply(v, len(c.Rules))
+	return algorithms.DecodeCallReply(c, v)
 }
 
 // dump returns key's canonical state ("" when absent), and with further (an algorithm's
@@ -225,6 +225,9 @@ type probes struct {
 	fits bool
 	// over: a request of cost remaining+1 at the same instant was allowed.
 	over bool
+	// granted is what a partial admission of remaining+1 (algorithms.OpMost) at the same
+	// instant granted.
+	granted int64
 	// fresh is the remaining a peek reports for an empty key.
 	fresh int64
 	// atReset is the remaining a peek reports once reset-after has passed, and
@@ -311,14 +314,25 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 		}
 		return rep.Rules[0], rep.Allowed, nil
 	}
-	if rr.Remaining > 0 {
-		if _, p.fits, err = ask(st.at, rr.Remaining); err != nil {
+	// One partial admission of remaining+1 asks both whether that cost passes (granted
+	// whole) and whether remaining does (granted that), as AllowAtMost would; a grant of
+	// less leaves remaining to a request of its own.
+	if rr.Remaining >= 0 && rr.Remaining < algorithms.MaxInt {
+		g.h.Restore(snap)
+		q := st
+		q.cost, q.lease, q.probe = 1, probeLease+st.lease, false
+		c := algorithms.Call{Op: algorithms.OpMost, Units: rr.Remaining + 1, Skew: s.slack, Rules: []algorithms.Rule{s.rule(q)}}
+		rep, err := g.do(st.at, st.skew, &c)
+		if err != nil {
 			return p, err
 		}
-	}
-	if rr.Remaining >= 0 && rr.Remaining < algorithms.MaxInt {
-		if _, p.over, err = ask(st.at, rr.Remaining+1); err != nil {
-			return p, err
+		p.granted = rep.Granted
+		p.over = rep.Granted == c.Units
+		p.fits = p.over || rep.Granted == rr.Remaining
+		if !p.fits && rr.Remaining > 0 {
+			if _, p.fits, err = ask(st.at, rr.Remaining); err != nil {
+				return p, err
+			}
 		}
 	}
 	// An empty key's peek, on a key nothing else uses, asked once per subject.

@@ -36,6 +36,8 @@ Per rule (for each parameter value its expressions take in the files' scenarios)
   denials            an exact guarantee admits too: nothing is denied that the statement
                      allows
   remaining          what is left: a request of that cost passes now, one unit more does not
+  partial            a partial admission (engine.AllowAtMost) of more is granted exactly
+                     remaining
   reset-after        when the key is back to empty, late only by the declared precision
   atomicity          a denied request and a peek change nothing
   expiry             no key outlives the last reset-after
