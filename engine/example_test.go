@@ -59,3 +59,36 @@ func ExampleNewRedis() {
 	fmt.Println(backend.HonoursDeadline())
 	// Output: true
 }
+
+// A sender with batches of 8 messages and a budget of 10 asks for room for a batch: it
+// may send what is granted, charged in the same atomic call that decided it.
+func ExampleEngine_AllowAtMost() {
+	cfg, diags := dsl.Parse(map[string][]byte{"mail.hcl": []byte(`
+policy "mail" {
+  rule "per_tenant" {
+    algorithm = "token_bucket"
+    key       = request.tenant
+    capacity  = 10
+    rate      = "1/h"
+  }
+}`)})
+	if diags.HasErrors() {
+		log.Fatal(diags)
+	}
+	plan, err := engine.Compile(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	e := engine.New(engine.NewLocal(luahost.New()), plan)
+	for range 3 {
+		d, err := e.AllowAtMost(context.Background(), engine.Attrs{"tenant": "acme"}, 8)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(d.Allowed, d.Granted)
+	}
+	// Output:
+	// true 8
+	// true 2
+	// false 0
+}
