@@ -284,7 +284,7 @@ local function main(KEYS, ARGV)
   end
 
   -- A call of one rule, the common case, needs none of the tables of a stack (below).
-  if n == 1 and not units then
+  if n == 1 then
     local key = KEYS[1]
     local check, commit, refund, cost, shadow, p
     -- A compiled rule whose record is complete (a built-in's, nothing varying per
@@ -312,6 +312,32 @@ local function main(KEYS, ARGV)
         refund(key, now, cost, p)
       end
       return {1, 0, now, server_now}
+    end
+    if units then
+      -- most (above), for one rule.
+      if cost * units > MAX_INT then
+        return redis.error_reply('RLCTL rule 1: cost per unit times ' .. units .. ' units is above 2^53')
+      end
+      local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * units, p)
+      local g = units
+      if ok == 0 and not shadow then
+        if cost > 0 then
+          g = floor(remaining / cost)
+        end
+        if g > units then
+          g = units
+        elseif g < 1 then
+          g = 1
+        end
+        ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * g, p)
+        if ok == 0 then
+          return {0, 1, now, server_now, ok, remaining, retry, reset, limit, 0}
+        end
+      end
+      if write and cost > 0 then
+        commit(key, write, w2, w3, w4)
+      end
+      return {1, 0, now, server_now, ok, remaining, retry, reset, limit, g}
     end
     local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost, p)
     if ok == 0 and not shadow then

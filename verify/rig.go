@@ -212,8 +212,8 @@ type step struct {
 type result struct {
 	allowed bool
 	rr      algorithms.RuleResult
-	before  string // the key's state before the step
-	after   string // and after
+	before  string // the key's state before a step that charged nothing (exec)
+	after   string // and after it
 	probes  probes // when the step asked for them
 }
 
@@ -266,12 +266,19 @@ func (s *subject) exec(g *rig, st step) (result, error) {
 		c.Op = algorithms.OpRefund
 	}
 	g.at(st.at)
-	res := result{before: g.dump(s.key, s.alg.Keys...)}
+	// The state before and after a step that charges nothing (a denial, a peek), for
+	// atomicity: an allowed charge's and a release's are not kept.
+	var res result
+	if !st.release {
+		res.before = g.dump(s.key, s.alg.Keys...)
+	}
 	rep, err := g.do(st.at, st.skew, &c)
 	if err != nil {
 		return result{}, err
 	}
-	res.after = g.dump(s.key, s.alg.Keys...)
+	if !st.release && !(rep.Allowed && st.cost > 0) {
+		res.after = g.dump(s.key, s.alg.Keys...)
+	}
 	res.allowed = rep.Allowed
 	if !st.release {
 		res.rr = rep.Rules[0]
