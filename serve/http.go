@@ -29,7 +29,9 @@ var openapi []byte
 // Handler returns the HTTP JSON API, described by the OpenAPI document it serves at
 // GET /openapi.json:
 //
-//	POST /v1/decide   decide and charge one request, or several as one (engine.AllowAll)
+//	POST /v1/decide   decide and charge one request, or several as one (engine.AllowAll);
+//	                  with at_most, grant the most of one request's cost that fits
+//	                  (engine.AllowAtMost)
 //	POST /v1/peek     what /v1/decide would answer, charging nothing
 //	POST /v1/release  give back the concurrency leases of an allowed decision
 //	POST /json        Envoy's RateLimitRequest in protobuf's JSON form, answered as
@@ -69,7 +71,10 @@ func (s *Server) Handler() http.Handler {
 type decideRequest struct {
 	Attributes map[string]string `json:"attributes"`
 	Cost       *int64            `json:"cost"`
-	Requests   []struct {
+	// AtMost makes one request (attributes and cost) a partial admission of up to cost
+	// units (engine.AllowAtMost): the answer's granted says how many were charged.
+	AtMost   bool `json:"at_most"`
+	Requests []struct {
 		Attributes map[string]string `json:"attributes"`
 		Cost       *int64            `json:"cost"`
 	} `json:"requests"`
@@ -80,10 +85,13 @@ type decisionBody struct {
 	Source  string `json:"source"`
 	// RetryAfterMs is, when denied, the milliseconds until the same request may pass,
 	// rounded up; -1 when it never can (its cost exceeds a limit).
-	RetryAfterMs int64      `json:"retry_after_ms"`
-	Decider      string     `json:"decider,omitempty"`
-	Lease        string     `json:"lease,omitempty"`
-	Rules        []ruleBody `json:"rules"`
+	RetryAfterMs int64  `json:"retry_after_ms"`
+	Decider      string `json:"decider,omitempty"`
+	// Granted, for a request with at_most, is the units granted and charged (0 when
+	// denied).
+	Granted *int64     `json:"granted,omitempty"`
+	Lease   string     `json:"lease,omitempty"`
+	Rules   []ruleBody `json:"rules"`
 }
 
 type ruleBody struct {
@@ -118,6 +126,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 		return *c
 	}
 	switch {
+	case body.AtMost && (peek || body.Requests != nil):
+		problem(w, http.StatusBadRequest, "Not a decision request", "at_most applies to one request (attributes and cost) of /v1/decide, not to requests nor to /v1/peek")
+		return
+	case body.AtMost && body.Cost != nil && *body.Cost < 1:
+		problem(w, http.StatusBadRequest, "Not a decision request", "at_most needs a cost of at least 1: the most units to grant")
+		return
 	case body.Requests != nil && (body.Attributes != nil || body.Cost != nil):
 		problem(w, http.StatusBadRequest, "Not a decision request", "give either attributes (and cost) or requests, not both")
 		return
@@ -141,7 +155,13 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 		rs, ns = []dsl.Request{engine.Attrs(body.Attributes)}, []int64{cost(body.Cost)}
 	}
 	e := s.Engine()
-	d, err := e.AllowAll(r.Context(), rs, ns)
+	var d *engine.Decision
+	var err error
+	if body.AtMost {
+		d, err = e.AllowAtMost(r.Context(), rs[0], ns[0])
+	} else {
+		d, err = e.AllowAll(r.Context(), rs, ns)
+	}
 	if err != nil {
 		if errors.Is(err, engine.ErrRequest) {
 			problem(w, http.StatusBadRequest, "The policies cannot decide this request", err.Error())
@@ -153,6 +173,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 	out := decisionBody{Allowed: d.Allowed, Source: d.Source.String(), RetryAfterMs: ms(d.RetryAfter), Rules: make([]ruleBody, len(d.Rules))}
 	if d.Decider >= 0 {
 		out.Decider = d.Rules[d.Decider].Policy + "." + d.Rules[d.Decider].Rule
+	}
+	if body.AtMost {
+		out.Granted = &d.Granted
 	}
 	for i, rr := range d.Rules {
 		out.Rules[i] = ruleBody{

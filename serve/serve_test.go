@@ -571,3 +571,47 @@ func TestLocalFallbackCap(t *testing.T) {
 		t.Fatal("5000 clients in a 64 KiB fallback evicted nothing")
 	}
 }
+
+// TestHTTPAtMost: a partial admission over HTTP grants the most of its cost that fits,
+// says how many in granted, and is refused where it does not apply.
+func TestHTTPAtMost(t *testing.T) {
+	const policy = `
+policy "mail" {
+  rule "per_tenant" {
+    algorithm = "fixed_window"
+    key       = request.tenant
+    limit     = 10
+    window    = "1h"
+  }
+}
+`
+	for _, backend := range backendNames {
+		t.Run(backend, func(t *testing.T) {
+			f := start(t, backend, map[string]string{"mail.hcl": policy})
+			for i, want := range []int64{8, 2, 0} {
+				var d decisionBody
+				code, _ := f.post(t, "/v1/decide", `{"attributes": {"tenant": "acme"}, "cost": 8, "at_most": true}`, &d)
+				if code != 200 || d.Granted == nil || *d.Granted != want || d.Allowed != (want > 0) {
+					t.Fatalf("batch %d: %d %+v, want %d granted", i+1, code, d, want)
+				}
+				if want == 0 && d.RetryAfterMs <= 0 {
+					t.Fatalf("denied with retry_after_ms %d, want the wait for one unit", d.RetryAfterMs)
+				}
+			}
+			var d decisionBody
+			if f.post(t, "/v1/decide", `{"attributes": {"tenant": "zeta"}}`, &d); d.Granted != nil {
+				t.Fatalf("a request without at_most reports granted: %+v", d)
+			}
+			for path, bad := range map[string]string{
+				"/v1/decide": `{"requests": [{"attributes": {}}], "at_most": true}`,
+				"/v1/peek":   `{"attributes": {"tenant": "acme"}, "at_most": true}`,
+				"/v1/decide ": `{"attributes": {"tenant": "acme"}, "cost": 0, "at_most": true}`,
+			} {
+				var pr map[string]any
+				if code, _ := f.post(t, strings.TrimSpace(path), bad, &pr); code != 400 || pr["detail"] == "" {
+					t.Errorf("%s %s: %d %v, want 400", path, bad, code, pr)
+				}
+			}
+		})
+	}
+}
