@@ -365,7 +365,12 @@ type Traffic struct {
 	Start, Stop time.Duration
 	// Hold is how long an allowed request lasts before it finishes and releases what it
 	// holds (a concurrency lease); 0, the default, finishes at once.
-	Hold      time.Duration
+	Hold time.Duration
+	// Units is how many units each request asks for (engine.AllowN's n); default 1.
+	Units int64
+	// AtMost makes each request a partial admission of up to Units units
+	// (engine.AllowAtMost): it is granted the most of them that fit.
+	AtMost    bool
 	DeclRange hcl.Range
 }
 
@@ -395,6 +400,8 @@ func (t *Traffic) Render(client int) (map[string]string, error) {
 //	denied_by(traffic, rule)       how many were denied with rule as the deciding rule
 //	max_allowed_in(traffic, span)  the most allowed within any interval of length span
 //	                               (a duration such as "1m")
+//	granted(traffic)               the units its allowed requests were granted: units
+//	                               each, or with at_most what each was granted
 //
 // and, to say what a Redis outage does (see Fault):
 //

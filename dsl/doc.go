@@ -87,6 +87,8 @@
 //	    start   = "0s"             # default 0
 //	    stop    = "5m"             # default: the scenario's duration
 //	    hold    = "10s"            # how long an allowed request lasts; default 0
+//	    units   = 8                # units each request asks for (AllowN's n); default 1
+//	    at_most = true             # grant the most of units that fit (AllowAtMost)
 //	  }
 //	  fault {                      # Redis failing; any number, never overlapping
 //	    kind  = "stall"            # stall | refuse | error | flush | restart

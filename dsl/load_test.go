@@ -156,6 +156,7 @@ func (o mapOutcome) PhantomCharges() int64           { return o.phantom }
 
 func (o mapOutcome) Requests(t string) int64                      { return o.requests[t] }
 func (o mapOutcome) Allowed(t string) int64                       { return o.allowed[t] }
+func (o mapOutcome) Granted(t string) int64                       { return o.allowed[t] }
 func (o mapOutcome) DeniedBy(t, r string) int64                   { return o.deniedBy[t+"/"+r] }
 func (o mapOutcome) MaxAllowedIn(t string, _ time.Duration) int64 { return o.allowed[t] }
 

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
+
+	"github.com/rlctl/rlctl/algorithms"
 )
 
 var scenarioSchema = &hcl.BodySchema{
@@ -37,6 +39,8 @@ var trafficSchema = &hcl.BodySchema{
 		{Name: "start"},
 		{Name: "stop"},
 		{Name: "hold"},
+		{Name: "units"},
+		{Name: "at_most"},
 	},
 }
 
@@ -54,6 +58,9 @@ type Outcome interface {
 	Allowed(traffic string) int64
 	// DeniedBy is the number of traffic's requests denied with rule as the deciding rule.
 	DeniedBy(traffic, rule string) int64
+	// Granted is the units traffic's allowed requests were granted: Traffic.Units each,
+	// or with Traffic.AtMost what each was granted.
+	Granted(traffic string) int64
 	// MaxAllowedIn is the largest number of traffic's requests allowed within any
 	// interval of length span.
 	MaxAllowedIn(traffic string, span time.Duration) int64
@@ -229,7 +236,7 @@ func (l *loader) decodeTraffic(b *hcl.Block, s *Scenario, policy *Policy) *Traff
 	if !l.checkName(b, "traffic") {
 		return nil
 	}
-	t := &Traffic{Name: b.Labels[0], Clients: 1, Pattern: PatternConstant, DeclRange: b.DefRange, Stop: s.Duration}
+	t := &Traffic{Name: b.Labels[0], Clients: 1, Units: 1, Pattern: PatternConstant, DeclRange: b.DefRange, Stop: s.Duration}
 	content, d := b.Body.Content(trafficSchema)
 	l.add(d...)
 	ok := true
@@ -310,6 +317,36 @@ func (l *loader) decodeTraffic(b *hcl.Block, s *Scenario, policy *Policy) *Traff
 	if a := content.Attributes["hold"]; a != nil {
 		if us, hok := l.duration(a, true); hok {
 			t.Hold = time.Duration(us) * time.Microsecond
+		}
+	}
+	if a := content.Attributes["units"]; a != nil {
+		e, d := l.env.compile(a.Expr, constScope, cty.Number)
+		l.add(d...)
+		if e != nil && e.kind == kindConst && !e.val.IsNull() {
+			n, err := asInt(e.val)
+			if err == nil && (n < 1 || n > algorithms.MaxInt) {
+				err = fmt.Errorf("%d is out of range", n)
+			}
+			if err != nil {
+				l.add(errorf(a.Expr.Range(), "Invalid units", "units is how many units each request asks for (engine.AllowN's n), from 1 to 2^53: %s.", err))
+			} else {
+				t.Units = n
+			}
+		}
+	}
+	if a := content.Attributes["at_most"]; a != nil {
+		e, d := l.env.compile(a.Expr, constScope, cty.Bool)
+		l.add(d...)
+		if e != nil && e.kind == kindConst && !e.val.IsNull() {
+			t.AtMost = e.val.True()
+		}
+		if t.AtMost && policy != nil {
+			for _, r := range policy.Rules {
+				if slices.ContainsFunc(r.Algorithm.Params, func(p algorithms.Param) bool { return p.Kind == algorithms.Lease }) {
+					l.add(errorf(a.Expr.Range(), "Partial admission of a lease", "Rule %q of policy %q holds concurrency leases, which a partial admission cannot grant in part (engine.AllowAtMost refuses it). Remove at_most, or send this traffic to a policy without %s rules.", r.Name, policy.Name, r.Algorithm.Name))
+					break
+				}
+			}
 		}
 	}
 	if s.Duration > 0 {
@@ -545,6 +582,7 @@ func scenarioFunctions(s *Scenario, rules []string, o Outcome) map[string]functi
 	denied := func(o Outcome, t string) int64 { return o.Requests(t) - o.Allowed(t) }
 	fns["requests"] = count(func(o Outcome, t string) int64 { return o.Requests(t) })
 	fns["allowed"] = count(allowed)
+	fns["granted"] = count(func(o Outcome, t string) int64 { return o.Granted(t) })
 	fns["denied"] = count(denied)
 	fns["allowed_fraction"] = ratio(allowed)
 	fns["denied_fraction"] = ratio(denied)

@@ -43,6 +43,11 @@ type TrafficReport struct {
 	Requests int64  `json:"requests"`
 	Allowed  int64  `json:"allowed"`
 	Denied   int64  `json:"denied"`
+	// Units is what each request asks for (engine.AllowN's n, or AllowAtMost's with
+	// AtMost); Granted sums what the allowed ones were granted.
+	Units   int64 `json:"units"`
+	AtMost  bool  `json:"at_most,omitempty"`
+	Granted int64 `json:"granted"`
 	// Unlimited counts requests no rule applied to (allowed without a check).
 	Unlimited int64       `json:"unlimited"`
 	DeniedBy  []RuleCount `json:"denied_by"` // by deciding rule, in order of first denial
@@ -160,6 +165,13 @@ type outcome struct{ r *Report }
 func (o outcome) Requests(traffic string) int64 {
 	if t := o.r.traffic(traffic); t != nil {
 		return t.Requests
+	}
+	return 0
+}
+
+func (o outcome) Granted(traffic string) int64 {
+	if t := o.r.traffic(traffic); t != nil {
+		return t.Granted
 	}
 	return 0
 }
@@ -378,6 +390,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		if len(parts) > 0 {
 			fmt.Fprintf(ew, "  %s denied by: %s\n", t.Name, strings.Join(parts, ", "))
+		}
+	}
+	for _, t := range r.Traffic {
+		if t.AtMost {
+			fmt.Fprintf(ew, "  %s granted %d of the %d units asked (up to %d a request)\n", t.Name, t.Granted, t.Requests*t.Units, t.Units)
 		}
 	}
 	fmt.Fprintln(ew)

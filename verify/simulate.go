@@ -368,7 +368,7 @@ func (s *sim) trafficFor(name, pattern string, clients int) *trafficState {
 	if ts := s.traffic[name]; ts != nil {
 		return ts
 	}
-	ts := &trafficState{rep: &TrafficReport{Name: name, Pattern: pattern, Clients: clients, DeniedBy: []RuleCount{}}}
+	ts := &trafficState{rep: &TrafficReport{Name: name, Pattern: pattern, Clients: clients, Units: 1, DeniedBy: []RuleCount{}}}
 	s.traffic[name] = ts
 	s.tlist = append(s.tlist, ts)
 	s.r.Traffic = append(s.r.Traffic, ts.rep)
@@ -384,6 +384,7 @@ func (s *sim) addScenario(sc *dsl.Scenario) error {
 	s.r.Duration = sc.Duration
 	for _, t := range sc.Traffic {
 		ts := s.trafficFor(t.Name, t.Pattern, t.Clients)
+		ts.rep.Units, ts.rep.AtMost = t.Units, t.AtMost
 		for c := range t.Clients {
 			src := &source{tr: ts, t: t, client: c, g: newGen(t, s.policy, c, s.origin, s.r.Seed), hold: t.Hold}
 			s.sources = append(s.sources, src)
@@ -494,12 +495,14 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 	n := int64(1)
 	hold := src.hold
 	ts := src.tr
+	atMost := false
 	if src.trace != nil {
 		a := &src.trace[src.next]
 		attrs, n, hold, ts = a.Attrs, a.N, a.Hold, s.traffic[a.Source]
 		src.next++
 		s.schedule(ev.src)
 	} else {
+		n, atMost = src.t.Units, src.t.AtMost
 		attrs = src.attrs
 		if attrs == nil {
 			m, err := src.t.Render(src.client)
@@ -520,7 +523,13 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 	}
 	eng := s.engs[s.turn]
 	s.turn = (s.turn + 1) % len(s.engs)
-	d, err := eng.AllowN(ctx, attrs, n)
+	var d *engine.Decision
+	var err error
+	if atMost {
+		d, err = eng.AllowAtMost(ctx, attrs, n)
+	} else {
+		d, err = eng.AllowN(ctx, attrs, n)
+	}
 	if err != nil {
 		// A fault can make the engine fail a request (a server error reply it cannot tell
 		// from a script bug): count it. Anywhere else an error is the simulation's.
@@ -537,6 +546,11 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 		if err := degraded(d); err != nil && !(s.capped && engine.Classify(d.Err) == engine.ClassBackend) {
 			return s.requestError(src, ts, attrs, n, err)
 		}
+	}
+	if atMost {
+		// What the request holds and is charged is its grant; a denial's retry-after is
+		// the wait for one unit.
+		n = max(d.Granted, 1)
 	}
 	s.record(ts, ev.at, attrs, n, d)
 	if s.observe != nil {
@@ -665,6 +679,7 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 	}
 	if d.Allowed {
 		tr.Allowed++
+		tr.Granted += n
 		s.r.Allowed++
 		ts.times = append(ts.times, at)
 		if b >= 0 && int(b) < len(ts.tl.Allowed) {

@@ -385,3 +385,64 @@ policy "p" {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// A traffic of partial admissions: each request asks for up to units and is granted what
+// fits; granted() counts the units, the report says how many of those asked, and a
+// traffic of whole requests of the same size gets fewer through.
+func TestSimulateAtMost(t *testing.T) {
+	cfg := parse(t, map[string]string{"mail.hcl": `
+policy "mail" {
+  rule "per_tenant" {
+    algorithm = "token_bucket"
+    key       = request.tenant
+    when      = request.tenant != ""
+    capacity  = 10
+    rate      = "10/m"
+  }
+}
+
+scenario "batches" {
+  policy   = "mail"
+  duration = "10m"
+
+  traffic "partial" {
+    request = { tenant = "a" }
+    rate    = "1/10s"
+    units   = 8
+    at_most = true
+  }
+  traffic "whole" {
+    request = { tenant = "b" }
+    rate    = "1/10s"
+    units   = 8
+  }
+
+  expect {
+    partial_uses_the_rate = granted("partial") >= 100 && granted("partial") <= 110
+    whole_loses_the_rest  = granted("whole") == 8 * allowed("whole") && granted("whole") < granted("partial")
+  }
+}
+`})
+	r, err := Simulate(cfg, cfg.Scenarios[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Expect) != 2 {
+		t.Fatalf("%d expectations checked, want 2", len(r.Expect))
+	}
+	for _, x := range r.Expect {
+		if !x.Pass {
+			t.Errorf("expectation %q does not hold (%s): partial %+v, whole %+v", x.Name, x.Error, *r.Traffic[0], *r.Traffic[1])
+		}
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "partial granted ") || !strings.Contains(text.String(), "of the 480 units asked (up to 8 a request)") {
+		t.Errorf("the report does not say what was granted:\n%s", text.String())
+	}
+	if strings.Contains(text.String(), "whole granted") {
+		t.Errorf("the report gives a grant for whole requests:\n%s", text.String())
+	}
+}
