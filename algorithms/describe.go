@@ -39,6 +39,10 @@ func (a *Algorithm) DescribeParams(w []int64) string {
 	for _, p := range a.Params {
 		switch p.Kind {
 		case Count:
+			if p.Flag {
+				parts = append(parts, fmt.Sprintf("%s=%t", p.Name, w[i] == 1))
+				break
+			}
 			parts = append(parts, fmt.Sprintf("%s=%d", p.Name, w[i]))
 		case Duration:
 			parts = append(parts, p.Name+"="+FormatDuration(w[i]))

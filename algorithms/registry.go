@@ -37,10 +37,14 @@ type Param struct {
 	// Zero marks a Count that may be 0. A built-in's capacity of 0 admits nothing: every
 	// request of positive cost is then over it (denied with retry-after Never, writing
 	// nothing) and a peek (cost 0) passes, charging nothing: envoyproxy/ratelimit's
-	// requests_per_unit = 0. A plugin's parameter of kind "whole" (a burst of 0, a flag of
-	// 0 or 1) means what its Lua makes of it. Every other numeric wire value is at least 1
+	// requests_per_unit = 0. A plugin's parameter of kind "whole" (a burst of 0) means what
+	// its Lua makes of it. Every other numeric wire value is at least 1
 	// (see Min).
 	Zero bool
+	// Flag marks a Count that is a yes or no: a plugin's parameter of kind "flag", which a
+	// rule writes as a bool (true, false, or a request's condition). Its wire value is 1
+	// or 0 (Min 0, at most 1) and its Lua kind 'nat'.
+	Flag bool
 }
 
 // Min is the smallest wire value the parameter takes: 0 for a Count marked Zero, else 1
@@ -48,7 +52,7 @@ type Param struct {
 // (lua/dispatch.lua, by the kind the algorithm's Lua declares: see luaKind) hold every
 // value to it.
 func (p Param) Min() int64 {
-	if p.Zero && p.Kind == Count {
+	if (p.Zero || p.Flag) && p.Kind == Count {
 		return 0
 	}
 	return 1
@@ -135,6 +139,9 @@ func (a *Algorithm) Validate(w []int64) error {
 		}
 		if v > MaxInt {
 			return fmt.Errorf("%s: parameter value %d is above 2^53", a.Name, i+1)
+		}
+		if p.Flag && v > 1 {
+			return fmt.Errorf("%s: parameter value %d (%s, a flag) must be 0 or 1, got %d", a.Name, i+1, p.Name, v)
 		}
 	}
 	if a.validate != nil {

@@ -195,6 +195,8 @@ type Param struct {
 	zero bool
 	// written: a rate reaches the algorithm as written, not reduced (a plugin's).
 	written bool
+	// flag: a Count written as a bool (algorithms.Param.Flag).
+	flag bool
 }
 
 // Wire returns the parameter's wire values for request r: Const, or the expression's value
@@ -219,6 +221,16 @@ func (p *Param) Wire(r Request) ([]int64, error) {
 	var err error
 	switch p.Kind {
 	case algorithms.Count:
+		if p.flag {
+			var b bool
+			if b, err = p.Expr.Bool(r); err == nil {
+				w = []int64{0}
+				if b {
+					w = []int64{1}
+				}
+			}
+			break
+		}
 		var n int64
 		if n, err = p.Expr.Int(r); err == nil {
 			least := int64(1)

@@ -48,7 +48,7 @@
 //
 //	algorithm "quota" {            # a Lua plugin (see lua/dispatch.lua for the contract)
 //	  source   = "quota.lua"       # relative to this file
-//	  params   = { limit = "count", window = "duration" }  # wire order; count|whole|duration|rate|lease
+//	  params   = { limit = "count", window = "duration" }  # wire order; count|whole|flag|duration|rate|lease
 //	  commands = ["HMGET", "HSET", "PEXPIRE"]               # the only commands it may call (1)
 //	  doc      = "one sentence"    # optional
 //	  max_cost = 1                 # optional: the most one request may charge a rule

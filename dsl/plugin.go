@@ -43,6 +43,7 @@ var paramName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 var kinds = map[string]algorithms.Kind{
 	"count":    algorithms.Count,
 	"whole":    algorithms.Count, // a count that may be 0 (Param.Zero)
+	"flag":     algorithms.Count, // true or false in a rule, 1 or 0 on the wire (Param.Flag)
 	"duration": algorithms.Duration,
 	"rate":     algorithms.Rate,
 	"lease":    algorithms.Lease,
@@ -285,11 +286,12 @@ func (l *loader) pluginParams(a *hcl.Attribute) ([]algorithms.Param, bool) {
 		}
 		k, found := kinds[e.val.AsString()]
 		if !found {
-			l.add(errorf(kv.Value.Range(), "Invalid parameter kind", "%q is not a parameter kind.%s Use %s: count is a positive whole number, whole one that may also be 0, duration a time such as \"1m\", rate an amount per period such as \"10/s\" (two wire values), lease the per-request id the engine supplies.", e.val.AsString(), suggestion(e.val.AsString(), kindNames), quoteList(kindNames)))
+			l.add(errorf(kv.Value.Range(), "Invalid parameter kind", "%q is not a parameter kind.%s Use %s: count is a positive whole number, whole one that may also be 0, flag true or false (1 or 0 on the wire), duration a time such as \"1m\", rate an amount per period such as \"10/s\" (two wire values), lease the per-request id the engine supplies.", e.val.AsString(), suggestion(e.val.AsString(), kindNames), quoteList(kindNames)))
 			ok = false
 			continue
 		}
-		params = append(params, algorithms.Param{Name: pname, Kind: k, Zero: e.val.AsString() == "whole", Doc: "a " + e.val.AsString() + " (plugin parameter)"})
+		kind := e.val.AsString()
+		params = append(params, algorithms.Param{Name: pname, Kind: k, Zero: kind == "whole", Flag: kind == "flag", Doc: "a " + kind + " (plugin parameter)"})
 	}
 	return params, ok
 }

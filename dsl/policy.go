@@ -510,7 +510,10 @@ func (l *loader) param(r *Rule, ap algorithms.Param, a *hcl.Attribute) (*Param, 
 		return nil, nil
 	}
 	want := cty.String
-	if ap.Kind == algorithms.Count {
+	switch {
+	case ap.Flag:
+		want = cty.Bool
+	case ap.Kind == algorithms.Count:
 		want = cty.Number
 	}
 	e, d := l.env.compile(a.Expr, requestScope, want)
@@ -520,7 +523,7 @@ func (l *loader) param(r *Rule, ap algorithms.Param, a *hcl.Attribute) (*Param, 
 	}
 	// A plugin takes its rates as written (docs/plugins.md); a built-in, reduced.
 	written := !slices.Contains(algorithms.Builtin(), r.Algorithm)
-	p := &Param{Name: ap.Name, Kind: ap.Kind, Range: a.Range, zero: ap.Min() == 0, written: written}
+	p := &Param{Name: ap.Name, Kind: ap.Kind, Range: a.Range, zero: ap.Min() == 0, flag: ap.Flag, written: written}
 	if e.kind == kindConst {
 		if e.val.IsNull() {
 			l.add(errorf(a.Expr.Range(), "Missing "+ap.Name, "%s is null; rule %q needs a value, such as %s.", ap.Name, r.Name, exampleParam(ap)))
@@ -580,6 +583,9 @@ func exampleParam(ap algorithms.Param) string {
 	case algorithms.Rate:
 		return ap.Name + ` = "10/s"`
 	}
+	if ap.Flag {
+		return ap.Name + " = true"
+	}
 	return ap.Name + " = 100"
 }
 
@@ -618,6 +624,16 @@ func (e valueError) Error() string { return string(e) }
 func constWire(ap algorithms.Param, v cty.Value, written bool) ([]int64, error) {
 	switch kind := ap.Kind; kind {
 	case algorithms.Count:
+		if ap.Flag {
+			b, err := asBool(v)
+			if err != nil {
+				return nil, valueError(fmt.Sprintf("must be true or false, not %s", showValue(v)))
+			}
+			if b {
+				return []int64{1}, nil
+			}
+			return []int64{0}, nil
+		}
 		if v.Type() == cty.Number && !v.IsNull() {
 			f := v.AsBigFloat()
 			if !f.IsInt() {
@@ -759,6 +775,10 @@ func describeWire(alg *algorithms.Algorithm, w []int64) string {
 	for _, p := range alg.Params {
 		switch p.Kind {
 		case algorithms.Count:
+			if p.Flag {
+				parts = append(parts, fmt.Sprintf("%s = %t", p.Name, w[i] == 1))
+				break
+			}
 			parts = append(parts, fmt.Sprintf("%s = %d", p.Name, w[i]))
 		case algorithms.Duration:
 			parts = append(parts, fmt.Sprintf("%s = %q", p.Name, formatDuration(w[i])))

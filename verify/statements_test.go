@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/rlctl/rlctl/dsl"
+	"github.com/rlctl/rlctl/engine"
 )
 
 // catalogueFiles returns the .hcl and .lua of a catalogue plugin, the .hcl passed through
@@ -151,11 +152,63 @@ policy "p" {
 // Lua that declares it 'pos' does not match.
 func TestWholeParameterTakesZero(t *testing.T) {
 	t.Parallel()
+	testExtraParameter(t, "whole", "0", []struct{ burst, luaKind, want string }{
+		{"-1", "nat", "at least 0"},
+		{"0", "pos", "'nat'"},
+	})
+}
+
+// A parameter of kind flag is written true or false (or a request's condition) and
+// reaches the Lua as 1 or 0; anything else is refused.
+func TestFlagParameter(t *testing.T) {
+	t.Parallel()
+	testExtraParameter(t, "flag", "true", []struct{ burst, luaKind, want string }{
+		{"1", "nat", "A bool is required here, not 1"},
+		{`"yes"`, "nat", "A bool is required here"},
+		{"false", "pos", "'nat'"},
+	})
+	testExtraParameter(t, "flag", "false", nil)
+	cfg := parse(t, map[string]string{"p.hcl": `algorithm "spaced" {
+  source   = "p.lua"
+  params   = { rate = "rate", extra = "flag" }
+  commands = ["GET"]
+  guarantee "rate" {
+    burst = 1 + param.extra
+    rate  = param.rate
+  }
+}
+policy "p" {
+  rule "r" {
+    algorithm = "spaced"
+    key       = "k"
+    rate      = "1/s"
+    extra     = request.plan == "pro"
+  }
+}`, "p.lua": `params = {'pos', 'pos', 'nat'}
+function check(key, now, cost, p)
+  return 1, p[3], 0, 0, 1 + p[3]
+end
+function commit(key, w) end`})
+	r := cfg.Policies[0].Rules[0]
+	for plan, want := range map[string]int64{"pro": 1, "free": 0} {
+		w, err := r.Wire(engine.Attrs{"plan": plan})
+		if err != nil || w[2] != want {
+			t.Errorf("plan %s: wire %v %v, want extra = %d", plan, w, err, want)
+		}
+	}
+	if got := r.Algorithm.DescribeParams([]int64{1, 1000000, 1}); got != "rate=1/s extra=true" {
+		t.Errorf("DescribeParams: %q", got)
+	}
+}
+
+// testExtraParameter checks the spaced plugin, whose burst is 1 + extra (a parameter of
+// kind), with extra = good under verify, and each of bad refused by validation.
+func testExtraParameter(t *testing.T, kind, good string, bad []struct{ burst, luaKind, want string }) {
 	hcl := func(burst, luaKind string) map[string]string {
 		return map[string]string{
 			"p.hcl": `algorithm "spaced" {
   source   = "p.lua"
-  params   = { rate = "rate", extra = "whole" }
+  params   = { rate = "rate", extra = "` + kind + `" }
   commands = ["GET", "SET", "PEXPIRE"]
   guarantee "rate" {
     burst = 1 + param.extra
@@ -199,19 +252,16 @@ function commit(key, w)
 end`,
 		}
 	}
-	f, err := Check(parse(t, hcl("0", "nat")), WithBudget(testBudget))
+	f, err := Check(parse(t, hcl(good, "nat")), WithBudget(testBudget))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range f.Results {
 		if r.Status == Fail {
-			t.Errorf("extra = 0: %s %s %s", r.Property, r.Status, r.Detail)
+			t.Errorf("extra = %s: %s %s %s", good, r.Property, r.Status, r.Detail)
 		}
 	}
-	for _, bad := range []struct{ burst, luaKind, want string }{
-		{"-1", "nat", "at least 0"},
-		{"0", "pos", "'nat'"},
-	} {
+	for _, bad := range bad {
 		files := map[string][]byte{}
 		for k, v := range hcl(bad.burst, bad.luaKind) {
 			files[k] = []byte(v)
