@@ -301,7 +301,7 @@ func (e *Engine) AllowN(ctx context.Context, r dsl.Request, n int64) (*Decision,
 // most what the slots before it granted, and those are refunded the difference (a plugin
 // without a refund function keeps it until its key expires). A request that a
 // concurrency rule applies to is refused with ErrRequest: a lease is released whole, never
-// in part. Granted is the units asked when no rule applies, and when the policies' on_error
+// in part. A rule whose algorithm takes at most max_cost a request caps n at what fits in it. Granted is the units asked when no rule applies, and when the policies' on_error
 // lets a failed backend allow.
 func (e *Engine) AllowAtMost(ctx context.Context, r dsl.Request, n int64) (*Decision, error) {
 	if n < 1 {
@@ -321,6 +321,10 @@ func (e *Engine) AllowAtMost(ctx context.Context, r dsl.Request, n int64) (*Deci
 	for _, p := range rules {
 		if hasLease(p.call.Algorithm) {
 			return nil, fmt.Errorf("%w: rule %s of policy %s holds concurrency leases, which AllowAtMost cannot grant in part; use AllowN", ErrRequest, p.rule.Name, p.policy.Name)
+		}
+		// An algorithm that takes at most max_cost a request is never asked for more.
+		if m, k := p.call.Algorithm.MaxCost, p.call.Cost; m > 0 && k > 0 {
+			n = min(n, m/k)
 		}
 	}
 	d, err := e.run(ctx, rules, rules, nil, true, n)

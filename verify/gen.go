@@ -30,7 +30,14 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 	var holding []held
 	var lastDenied *step
 	var lastRetry int64
-	var anchors []int64 // instants retries were due at, latest last (trace µs)
+	var anchors []int64 // instants retries were due at, and charges of empty keys, latest last (trace µs)
+	empty := s.emptyState()
+	anchor := func(at int64) {
+		anchors = append(anchors, at)
+		if len(anchors) > 8 {
+			anchors = anchors[1:]
+		}
+	}
 
 	// pinned, when set, is the clock offset of the client a retry comes from: the one
 	// that was told when to retry.
@@ -62,9 +69,19 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 				// Where a retry is due, the algorithm's state changes: an anchor its own
 				// periods (a refill step, a window it started at the first request) run
 				// from, which epoch-aligned boundaries miss.
-				anchors = append(anchors, st.at+res.rr.RetryAfter)
-				if len(anchors) > 8 {
-					anchors = anchors[1:]
+				anchor(st.at + res.rr.RetryAfter)
+			}
+			if res.allowed && st.cost > 0 && res.before == empty {
+				// A charge of an empty key starts the algorithm's state: its refill steps
+				// or its window may count from here, or from the start of its clock's
+				// tick (the declared resolution, else a millisecond's, Redis's unit).
+				anchor(st.at)
+				tick := s.spec.res
+				if tick <= 1 {
+					tick = 1000
+				}
+				if abs := base + st.at; abs%tick != 0 {
+					anchor(abs - abs%tick - base)
 				}
 			}
 			if capacity == 0 {
@@ -109,6 +126,17 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 			}
 		}
 	}
+	// drain takes what the rule says remains at at: a peek, then a request of that cost
+	// (within max_cost), as a client that spends exactly what it is told is left.
+	drain := func(at int64) error {
+		if err := ask(at, 0); err != nil {
+			return err
+		}
+		if r := results[len(results)-1].rr.Remaining; r > 0 && len(steps) < maxSteps {
+			return spend(at, min(r, max(capacity, 1)))
+		}
+		return nil
+	}
 	a := aimsOf(s)
 	// scale is the time scale of the next move: mostly the first statement's, now and
 	// then another statement's (a multi-period limit's longer windows).
@@ -131,7 +159,11 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 	// algorithm revealed (see anchors).
 	nextBoundary := func(t, p int64) int64 {
 		if len(anchors) > 0 && rng.IntN(2) == 0 {
-			a := anchors[rng.IntN(len(anchors))]
+			// Mostly the latest: the key's state, and its phase, may have begun anew since.
+			a := anchors[len(anchors)-1-rng.IntN(min(len(anchors), 2))]
+			if rng.IntN(3) == 0 {
+				a = anchors[rng.IntN(len(anchors))]
+			}
 			if a > t {
 				return a
 			}
@@ -182,16 +214,20 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 			pinned = nil
 		case x < 35:
 			// The full boundary burst: the capacity just before a boundary, and again at
-			// it.
+			// it; or, half the time, what the rule says is left (drain).
 			b := nextBoundary(now, period())
 			if b-1 > now {
 				now = b - 1
 			}
-			if err := spend(now, max(capacity, 1)); err != nil {
+			take := func(at int64) error { return spend(at, max(capacity, 1)) }
+			if rng.IntN(2) == 0 {
+				take = drain
+			}
+			if err := take(now); err != nil {
 				return steps, results, err
 			}
 			now = b
-			if err := spend(now, max(capacity, 1)); err != nil {
+			if err := take(now); err != nil {
 				return steps, results, err
 			}
 		case x < 45:
@@ -219,17 +255,23 @@ func genRule(rng *rand.Rand, s *subject, g *rig, span int64, maxSteps int, clk *
 			// statement's window. An algorithm whose window is really that period (a
 			// window rounded to the clock's unit, a month of the wrong length) lets the
 			// capacity through at each.
+			// Half the time it drains what the rule says is left instead: a bucket that
+			// refills in steps then gives a step's worth beyond it at each boundary.
 			p := period()
 			b := nextBoundary(now, p)
 			if b-1 > now {
 				now = b - 1
 			}
-			if err := spend(now, max(capacity, 1)); err != nil {
+			take := func(at int64) error { return spend(at, max(capacity, 1)) }
+			if rng.IntN(2) == 0 {
+				take = drain
+			}
+			if err := take(now); err != nil {
 				return steps, results, err
 			}
 			for k := int64(0); k < 6 && k*p < a.longest && len(steps) < maxSteps; k++ {
 				now = b + k*p
-				if err := spend(now, max(capacity, 1)); err != nil {
+				if err := take(now); err != nil {
 					return steps, results, err
 				}
 			}

@@ -168,7 +168,9 @@ func checkRetry(s *subject, steps []step, res []result) *violation {
 			continue
 		case st.cost > rr.Limit:
 			return &violation{status: Fail, mark: []int{i}, msg: fmt.Sprintf("a request of cost %d, above the limit of %d, was told to retry after %s (want -1: it can never pass)", st.cost, rr.Limit, fmtUS(rr.RetryAfter))}
-		case rr.RetryAfter <= 0:
+		case rr.RetryAfter < 0 || rr.RetryAfter == 0 && s.spec.res == 0:
+			// With a declared resolution a retry-after of 0 may be a tick early, as any
+			// other: it is judged below.
 			return &violation{status: Fail, mark: []int{i}, msg: fmt.Sprintf("a denied request got retry-after %d", rr.RetryAfter)}
 		}
 		// With a declared resolution the advice may be a tick early or late: the request
@@ -411,7 +413,7 @@ func checkRemaining(s *subject, steps []step, res []result) *violation {
 		switch {
 		case rr.Remaining > p.fresh:
 			return at("remaining %d is more than an empty key has (%d)", rr.Remaining, p.fresh)
-		case rr.Remaining > 0 && !p.fits:
+		case rr.Remaining > 0 && !p.fits && !(p.unprobed && rr.Remaining > s.alg.MaxCost):
 			return at("remaining %d, yet a request of cost %d at the same instant was denied", rr.Remaining, rr.Remaining)
 		case p.over:
 			return at("remaining %d, yet a request of cost %d at the same instant was allowed", rr.Remaining, rr.Remaining+1)
@@ -426,7 +428,7 @@ func checkRemaining(s *subject, steps []step, res []result) *violation {
 func checkPartial(s *subject, steps []step, res []result) *violation {
 	for i, st := range steps {
 		p, rr := res[i].probes, res[i].rr
-		if st.release || !p.done || rr.Remaining < 0 || p.over || (rr.Remaining > 0 && !p.fits) {
+		if st.release || !p.done || p.unprobed || p.late || rr.Remaining < 0 || p.over || (rr.Remaining > 0 && !p.fits) {
 			continue
 		}
 		if p.granted != rr.Remaining {

@@ -123,6 +123,18 @@ func (g *rig) dump(key string, further ...string) string {
 	return strings.Join(parts, keySep)
 }
 
+// emptyState is what dump gives for a rule none of whose keys exists.
+func (s *subject) emptyState() string {
+	if len(s.alg.Keys) == 0 {
+		return ""
+	}
+	parts := []string{""}
+	for _, name := range s.alg.Keys {
+		parts = append(parts, name+keyNameSep)
+	}
+	return strings.Join(parts, keySep)
+}
+
 // live reports whether any of the rule's keys exists.
 func (s *subject) live(g *rig) bool {
 	for _, k := range s.keys() {
@@ -228,6 +240,12 @@ type probes struct {
 	// granted is what a partial admission of remaining+1 (algorithms.OpMost) at the same
 	// instant granted.
 	granted int64
+	// unprobed: remaining+1 is above the algorithm's max_cost, so over and granted were
+	// not asked (nor fits, when remaining is above it too).
+	unprobed bool
+	// late: remaining was right a tick (the declared resolution) before or after the step,
+	// not at it; over and fits say what held then.
+	late bool
 	// fresh is the remaining a peek reports for an empty key.
 	fresh int64
 	// atReset is the remaining a peek reports once reset-after has passed, and
@@ -323,8 +341,16 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 	}
 	// One partial admission of remaining+1 asks both whether that cost passes (granted
 	// whole) and whether remaining does (granted that), as AllowAtMost would; a grant of
-	// less leaves remaining to a request of its own.
-	if rr.Remaining >= 0 && rr.Remaining < algorithms.MaxInt {
+	// less leaves remaining to a request of its own. An algorithm with a max_cost is asked
+	// no more than it takes: what it cannot be asked is not probed.
+	if m := s.alg.MaxCost; m > 0 && rr.Remaining >= m {
+		if rr.Remaining == m {
+			if _, p.fits, err = ask(st.at, m); err != nil {
+				return p, err
+			}
+		}
+		p.unprobed = true
+	} else if rr.Remaining >= 0 && rr.Remaining < algorithms.MaxInt {
 		g.h.Restore(snap)
 		q := st
 		q.cost, q.lease, q.probe = 1, probeLease+st.lease, false
@@ -339,6 +365,25 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 		if !p.fits && rr.Remaining > 0 {
 			if _, p.fits, err = ask(st.at, rr.Remaining); err != nil {
 				return p, err
+			}
+		}
+	}
+	// A declared resolution lets remaining be a tick off: the truth a tick before (one unit
+	// more passes now, as a window the algorithm's clock has just ended allows, but not a
+	// tick earlier) or a tick after (remaining does not fit now, but does a tick later).
+	if tick := s.spec.res; tick > 0 && (p.over || rr.Remaining > 0 && !p.fits) {
+		if p.over && st.at >= tick {
+			if _, over, err := ask(st.at-tick, rr.Remaining+1); err != nil {
+				return p, err
+			} else if !over {
+				p.over, p.late = false, true
+			}
+		}
+		if rr.Remaining > 0 && !p.fits {
+			if _, fits, err := ask(st.at+tick, rr.Remaining); err != nil {
+				return p, err
+			} else if fits {
+				p.fits, p.late = true, true
 			}
 		}
 	}

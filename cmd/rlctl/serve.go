@@ -320,6 +320,7 @@ func runServe(e *env, args []string) error {
 	if xconn != nil {
 		defer xconn.Close()
 	}
+	reloaded := serveReloaded // this run's: a test's next run sets its own
 	srv, err := serve.New(serve.Config{
 		XDS:   xds,
 		Paths: fs.Args(), Backend: backend, Engine: opts, Logger: log,
@@ -328,8 +329,8 @@ func runServe(e *env, args []string) error {
 			if ok {
 				m.Plan(policies, rules)
 			}
-			if serveReloaded != nil {
-				serveReloaded(ok)
+			if reloaded != nil {
+				reloaded(ok)
 			}
 		},
 		Headers:        headers,
@@ -415,8 +416,9 @@ func runServe(e *env, args []string) error {
 		aaddr = al.Addr().String()
 		go func() { errs <- asrv.Serve(al) }()
 	}
+	var watched <-chan struct{} // closed when the policy watcher has stopped
 	if *watch {
-		if _, err := srv.Watch(ctx); err != nil {
+		if watched, err = srv.Watch(ctx); err != nil {
 			log.Error("rlctl serve: the policy files cannot be watched; SIGHUP still reloads them", "error", err.Error())
 		}
 		sec.watchSecrets(ctx, log)
@@ -454,6 +456,9 @@ func runServe(e *env, args []string) error {
 		serveDraining()
 	}
 	cancel()
+	if watched != nil {
+		<-watched // no reload runs once serve has returned
+	}
 	dctx, dcancel := context.WithTimeout(context.Background(), *drain)
 	defer dcancel()
 	done := make(chan struct{})

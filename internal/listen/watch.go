@@ -58,6 +58,9 @@ func Watch(ctx context.Context, paths []string, reload func(), failed func(error
 			case <-w.Events:
 				timer.Reset(settle)
 			case <-timer.C:
+				if ctx.Err() != nil {
+					return // ended while the reload was due
+				}
 				reload()
 			}
 		}
