@@ -602,14 +602,14 @@ policy "mail" {
 			if f.post(t, "/v1/decide", `{"attributes": {"tenant": "zeta"}}`, &d); d.Granted != nil {
 				t.Fatalf("a request without at_most reports granted: %+v", d)
 			}
-			for path, bad := range map[string]string{
-				"/v1/decide": `{"requests": [{"attributes": {}}], "at_most": true}`,
-				"/v1/peek":   `{"attributes": {"tenant": "acme"}, "at_most": true}`,
-				"/v1/decide ": `{"attributes": {"tenant": "acme"}, "cost": 0, "at_most": true}`,
+			for _, bad := range []struct{ path, body string }{
+				{"/v1/decide", `{"requests": [{"attributes": {}}], "at_most": true}`},
+				{"/v1/peek", `{"attributes": {"tenant": "acme"}, "at_most": true}`},
+				{"/v1/decide", `{"attributes": {"tenant": "acme"}, "cost": 0, "at_most": true}`},
 			} {
 				var pr map[string]any
-				if code, _ := f.post(t, strings.TrimSpace(path), bad, &pr); code != 400 || pr["detail"] == "" {
-					t.Errorf("%s %s: %d %v, want 400", path, bad, code, pr)
+				if code, _ := f.post(t, bad.path, bad.body, &pr); code != 400 || pr["detail"] == "" {
+					t.Errorf("%s %s: %d %v, want 400", bad.path, bad.body, code, pr)
 				}
 			}
 		})
