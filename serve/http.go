@@ -34,6 +34,9 @@ var openapi []byte
 //	                  (engine.AllowAtMost)
 //	POST /v1/peek     what /v1/decide would answer, charging nothing
 //	POST /v1/release  give back the concurrency leases of an allowed decision
+//	POST /v1/reset    forget a request's counters (engine.Reset): every key of the
+//	                  rules that apply to it starts afresh; callers with the admin
+//	                  right only (Config.Admin: 403 otherwise), each reset logged
 //	POST /json        Envoy's RateLimitRequest in protobuf's JSON form, answered as
 //	                  envoyproxy/ratelimit's /json (429 when over the limit)
 //	GET  /healthz     200 while the server has policies to decide
@@ -54,6 +57,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/decide", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, false) })
 	mux.HandleFunc("POST /v1/peek", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, true) })
 	mux.HandleFunc("POST /v1/release", s.release)
+	mux.HandleFunc("POST /v1/reset", s.reset)
 	mux.HandleFunc("POST /json", s.envoyJSON)
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -214,6 +218,45 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = h.e.Release(r.Context(), h.d)
 	writeJSON(w, http.StatusOK, map[string]bool{"released": true})
+}
+
+type resetRequest struct {
+	Attributes map[string]string `json:"attributes"`
+}
+
+// reset forgets the counters of the rules that apply to a request: an operator's unblock.
+// It needs the admin right, and logs who asked for which request at warn level: an audit
+// trail of every reset, done or refused.
+func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
+	if s.admin == nil || !s.admin(r) {
+		s.log.Warn("rlctl serve: reset refused: no admin right", "remote", r.RemoteAddr)
+		problem(w, http.StatusForbidden, "Forbidden", "resetting counters needs the admin right: an Authorization: Bearer token listed as \"admin TOKEN\" in rlctl serve -auth-tokens")
+		return
+	}
+	var body resetRequest
+	if err := readJSON(w, r, &body); err != nil {
+		refuse(w, "Not a reset request", err)
+		return
+	}
+	if body.Attributes == nil {
+		problem(w, http.StatusBadRequest, "Not a reset request", "the body must be {\"attributes\": {...}}: the request whose counters to forget")
+		return
+	}
+	if err := checkAttributes(body.Attributes); err != nil {
+		problem(w, http.StatusBadRequest, "Not a reset request", err.Error())
+		return
+	}
+	err := s.Engine().Reset(r.Context(), engine.Attrs(body.Attributes))
+	s.log.Warn("rlctl serve: reset", "remote", r.RemoteAddr, "attributes", body.Attributes, "ok", err == nil)
+	if err != nil {
+		if errors.Is(err, engine.ErrRequest) {
+			problem(w, http.StatusBadRequest, "The policies cannot evaluate this request", err.Error())
+		} else {
+			problem(w, http.StatusServiceUnavailable, "The backend failed", err.Error())
+		}
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"reset": true})
 }
 
 // ms is d in whole milliseconds rounded up; -1 for engine.Never.

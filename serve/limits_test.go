@@ -61,7 +61,9 @@ func startLimits(t testing.TB, b engine.Backend, policy string) *limitsServer {
 		t.Fatal(err)
 	}
 	clock := luahost.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
-	srv, err := New(Config{Paths: []string{dir}, Backend: b, Engine: []engine.Option{engine.WithClock(clock.Now), engine.WithTimeout(time.Minute)}, Clock: clock.Now})
+	// Every caller has the admin right here: the limits hold for /v1/reset too.
+	admin := func(*http.Request) bool { return true }
+	srv, err := New(Config{Paths: []string{dir}, Backend: b, Engine: []engine.Option{engine.WithClock(clock.Now), engine.WithTimeout(time.Minute)}, Clock: clock.Now, Admin: admin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +387,7 @@ func TestHTTPContentType(t *testing.T) {
 			t.Errorf("%q: %d %v, want 200", ct, code, out)
 		}
 	}
-	for _, path := range []string{"/v1/decide", "/v1/peek", "/v1/release"} {
+	for _, path := range []string{"/v1/decide", "/v1/peek", "/v1/release", "/v1/reset"} {
 		for _, ct := range []string{"", "text/plain", "text/plain; charset=utf-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; charset=latin1", "application/jsonx", "application/json;;"} {
 			code, out, h := ls.post(t, path, ct, attrsBody(map[string]string{"k": "c"}))
 			if code != http.StatusUnsupportedMediaType || h.Get("Content-Type") != "application/problem+json" || out["status"] != float64(415) {
@@ -610,7 +612,7 @@ func TestOpenAPILimits(t *testing.T) {
 			t.Errorf("openapi.json's description does not state %d", n)
 		}
 	}
-	for _, path := range []string{"/v1/decide", "/v1/peek", "/v1/release"} {
+	for _, path := range []string{"/v1/decide", "/v1/peek", "/v1/release", "/v1/reset"} {
 		for _, code := range []string{"400", "413", "415"} {
 			if _, ok := doc.Paths[path]["post"].Responses[code]; !ok {
 				t.Errorf("openapi.json: POST %s has no %s response", path, code)

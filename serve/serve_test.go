@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,6 +30,7 @@ import (
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/internal/syncbuf"
 	"github.com/rlctl/rlctl/luahost"
 )
 
@@ -611,6 +613,71 @@ policy "mail" {
 				if code, _ := f.post(t, bad.path, bad.body, &pr); code != 400 || pr["detail"] == "" {
 					t.Errorf("%s %s: %d %v, want 400", bad.path, bad.body, code, pr)
 				}
+			}
+		})
+	}
+}
+
+// TestHTTPReset: /v1/reset forgets a request's counters for a caller with the admin
+// right only, and logs every attempt.
+func TestHTTPReset(t *testing.T) {
+	const policy = `
+policy "login" {
+  rule "per_user" {
+    algorithm = "fixed_window"
+    key       = request.user
+    when      = request.user != ""
+    limit     = 2
+    window    = "1h"
+  }
+}
+`
+	for _, backend := range backendNames {
+		t.Run(backend, func(t *testing.T) {
+			var logs syncbuf.Buffer
+			f := startWith(t, backend, map[string]string{"login.hcl": policy}, func(c *Config) {
+				c.Admin = func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer ops" }
+				c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			})
+			var d decisionBody
+			for range 3 {
+				f.post(t, "/v1/decide", `{"attributes": {"user": "alice"}}`, &d)
+			}
+			if d.Allowed {
+				t.Fatal("the third request of a limit of 2 was allowed")
+			}
+			reset := func(auth string) int {
+				req, _ := http.NewRequest("POST", f.url+"/v1/reset", strings.NewReader(`{"attributes": {"user": "alice"}}`))
+				req.Header.Set("Content-Type", "application/json")
+				if auth != "" {
+					req.Header.Set("Authorization", auth)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			for _, auth := range []string{"", "Bearer edge"} {
+				if code := reset(auth); code != http.StatusForbidden {
+					t.Errorf("reset with %q: %d, want 403", auth, code)
+				}
+			}
+			if f.post(t, "/v1/decide", `{"attributes": {"user": "alice"}}`, &d); d.Allowed {
+				t.Fatal("a refused reset forgot the counter")
+			}
+			if code := reset("Bearer ops"); code != http.StatusOK {
+				t.Fatalf("reset with the admin token: %d, want 200", code)
+			}
+			if f.post(t, "/v1/decide", `{"attributes": {"user": "alice"}}`, &d); !d.Allowed || d.Rules[0].Remaining != 1 {
+				t.Fatalf("after the reset: %+v, want a fresh counter", d)
+			}
+			if n := strings.Count(logs.String(), "reset refused"); n != 2 {
+				t.Errorf("%d refused resets logged, want 2:\n%s", n, logs.String())
+			}
+			if !strings.Contains(logs.String(), `msg="rlctl serve: reset"`) || !strings.Contains(logs.String(), "alice") {
+				t.Errorf("the reset is not logged with its request:\n%s", logs.String())
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,7 @@ type Server struct {
 	shadowMode bool
 	// allowRemoval: a reload may drop policies and rules (Config.AllowRemoval).
 	allowRemoval bool
+	admin        func(*http.Request) bool
 	// pause waits between two reads of the policy files (see read).
 	pause func()
 
@@ -90,6 +92,10 @@ type Config struct {
 	// cut short by a write in progress, or emptied by mistake, would otherwise turn those
 	// limits off. Files with no policy at all are refused whatever it says (ErrNoPolicies).
 	AllowRemoval bool
+	// Admin, when set, says whether an HTTP request has the admin right, which POST
+	// /v1/reset needs (rlctl serve: an "admin" token of -auth-tokens). Unset, nobody has
+	// it and /v1/reset is refused.
+	Admin func(*http.Request) bool
 	// XDS, when set, is a management server that gives policies as well as, or instead
 	// of, the files (Paths may then be empty); see XDS. New then returns once its first
 	// configuration has loaded, and Close stops its client.
@@ -148,7 +154,7 @@ func New(c Config) (*Server, error) {
 		return nil, errors.New("serve: no backend")
 	}
 	s := &Server{paths: c.Paths, backend: c.Backend, opts: c.Engine, log: c.Logger, reloaded: c.Reloaded, headers: c.Headers, shadowMode: c.ShadowMode,
-		allowRemoval: c.AllowRemoval, pause: c.pause}
+		allowRemoval: c.AllowRemoval, admin: c.Admin, pause: c.pause}
 	if s.pause == nil {
 		s.pause = func() { time.Sleep(readPause) }
 	}

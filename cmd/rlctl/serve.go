@@ -87,7 +87,9 @@ Flags:
   -auth-tokens FILE bearer tokens, one a line (# comments and blank lines ignored);
                     every gRPC call but grpc.health.v1's needs "authorization: Bearer
                     TOKEN" metadata (Unauthenticated without), every HTTP API request
-                    an Authorization: Bearer TOKEN header (401 without); read again when
+                    an Authorization: Bearer TOKEN header (401 without); a line "admin
+                    TOKEN" also gives the admin right, which POST /v1/reset needs (403
+                    without; without -auth-tokens nobody has it); read again when
                     the file changes (one that holds no token keeps the running ones)
   -max-conns N      open connections per listener, gRPC and HTTP each (default: (the
                     open-file limit - 272) / 2, 376 at a limit of 1024, at least 64)
@@ -337,6 +339,7 @@ func runServe(e *env, args []string) error {
 		ShadowMode:     *shadowMode,
 		LocalMaxMemory: int64(maxMemory),
 		AllowRemoval:   *allowRemoval,
+		Admin:          sec.admin,
 	})
 	stopWaiting()
 	<-waited

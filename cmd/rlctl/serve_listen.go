@@ -50,6 +50,11 @@ type security struct {
 	tokens *listen.Tokens
 }
 
+// admin reports whether an HTTP request carries a token of the admin right.
+func (s security) admin(r *http.Request) bool {
+	return s.tokens != nil && s.tokens.Admin(r.Header.Get("Authorization"))
+}
+
 // flagMisuse is an error of flags that do not go together (exit 2), not of files that
 // do not load (exit 1).
 type flagMisuse string

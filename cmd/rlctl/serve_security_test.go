@@ -543,3 +543,42 @@ func TestWarnExposed(t *testing.T) {
 		})
 	}
 }
+
+// TestServeAdminToken: POST /v1/reset needs a token of the admin right ("admin TOKEN" in
+// -auth-tokens): a plain token is 403, none 401, the admin token resets; without
+// -auth-tokens nobody may reset.
+func TestServeAdminToken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("edge\nadmin ops\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reset := func(addr, token string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/reset", strings.NewReader(`{"attributes": {"domain": "edge", "descriptor": "remote_address", "remote_address": "198.51.100.4"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	s := startServe(t, "-auth-tokens", path)
+	for token, want := range map[string]int{"": 401, "edge": 403, "ops": 200} {
+		if got := reset(s.http, token); got != want {
+			t.Errorf("reset with token %q: %d, want %d", token, got, want)
+		}
+	}
+	if !strings.Contains(s.logs.String(), "rlctl serve: reset") {
+		t.Errorf("the reset is not in the log:\n%s", s.logs)
+	}
+	s.stop(t)
+	open := startServe(t)
+	if got := reset(open.http, "ops"); got != 403 {
+		t.Errorf("reset without -auth-tokens: %d, want 403", got)
+	}
+	open.stop(t)
+}

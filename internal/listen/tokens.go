@@ -19,16 +19,21 @@ import (
 )
 
 // Tokens are the bearer tokens a caller may present, read from a file: one token a
-// line, spaces around it trimmed, blank lines and lines starting with # ignored. Reload
-// re-reads the file; a file that does not read, or holds no token, keeps the tokens
-// loaded last (an empty file must not lock every caller out, nor let every caller in).
-// Every token is worth every other: each lets its holder call everything the listener
-// serves. It is safe for concurrent use.
+// line, spaces around it trimmed, blank lines and lines starting with # ignored; a line
+// "admin TOKEN" gives its token the admin right besides. Reload re-reads the file; a file
+// that does not read, or holds no token, keeps the tokens loaded last (an empty file must
+// not lock every caller out, nor let every caller in). Every token lets its holder call
+// everything the listener serves but what Admin guards. It is safe for concurrent use.
 type Tokens struct {
 	path string
 	// sums are the SHA-256 of the tokens: a presented token is hashed and compared with
 	// each in constant time, so neither its bytes nor its length leak through timing.
-	sums atomic.Pointer[[][sha256.Size]byte]
+	sums atomic.Pointer[[]tokenSum]
+}
+
+type tokenSum struct {
+	sum   [sha256.Size]byte
+	admin bool
 }
 
 // LoadTokens reads the tokens of path.
@@ -46,17 +51,24 @@ func (t *Tokens) Reload() error {
 	if err != nil {
 		return err
 	}
-	var sums [][sha256.Size]byte
+	var sums []tokenSum
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		if strings.ContainsAny(line, " \t") {
+		right, token, admin := strings.Cut(line, " ")
+		if !admin {
+			token = right
+		} else if right != "admin" {
+			return fmt.Errorf("%s:%d: a line is a token, or \"admin TOKEN\"; %q is not a right", t.path, n, right)
+		}
+		token = strings.TrimSpace(token)
+		if token == "" || strings.ContainsAny(token, " \t") {
 			return fmt.Errorf("%s:%d: a token cannot hold spaces", t.path, n)
 		}
-		sums = append(sums, sha256.Sum256([]byte(line)))
+		sums = append(sums, tokenSum{sha256.Sum256([]byte(token)), admin})
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("%s: %w", t.path, err)
@@ -74,16 +86,32 @@ func (t *Tokens) Files() []string { return []string{t.path} }
 // Valid reports whether authorization, an Authorization header's or metadata's value,
 // is "Bearer " and one of the tokens (the scheme's case does not matter).
 func (t *Tokens) Valid(authorization string) bool {
+	valid, _ := t.lookup(authorization)
+	return valid
+}
+
+// Admin reports whether authorization is "Bearer " and a token of the admin right.
+func (t *Tokens) Admin(authorization string) bool {
+	_, admin := t.lookup(authorization)
+	return admin
+}
+
+// lookup compares the presented token with every one, in constant time.
+func (t *Tokens) lookup(authorization string) (valid, admin bool) {
 	scheme, token, ok := strings.Cut(authorization, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return false
+		return false, false
 	}
 	sum := sha256.Sum256([]byte(token))
-	found := 0
+	found, adm := 0, 0
 	for _, s := range *t.sums.Load() {
-		found |= subtle.ConstantTimeCompare(sum[:], s[:])
+		eq := subtle.ConstantTimeCompare(sum[:], s.sum[:])
+		found |= eq
+		if s.admin {
+			adm |= eq
+		}
 	}
-	return found == 1
+	return found == 1, adm == 1
 }
 
 // Handler serves h to requests that carry a valid token in their Authorization header,

@@ -51,12 +51,41 @@ func TestTokensValid(t *testing.T) {
 	}
 }
 
+// A line "admin TOKEN" gives its token the admin right too; the others have the plain
+// right only.
+func TestTokensAdmin(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, path, "edge-proxy\nadmin  ops-key \n")
+	tok, err := LoadTokens(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		header       string
+		valid, admin bool
+	}{
+		{"Bearer edge-proxy", true, false},
+		{"Bearer ops-key", true, true},
+		{"Bearer admin", false, false},
+		{"Bearer admin ops-key", false, false},
+		{"", false, false},
+	} {
+		if got := tok.Valid(c.header); got != c.valid {
+			t.Errorf("Valid(%q) = %v, want %v", c.header, got, c.valid)
+		}
+		if got := tok.Admin(c.header); got != c.admin {
+			t.Errorf("Admin(%q) = %v, want %v", c.header, got, c.admin)
+		}
+	}
+}
+
 func TestTokensFile(t *testing.T) {
 	dir := t.TempDir()
 	for _, c := range []struct{ name, text, err string }{
 		{"empty", "", "no token in it"},
 		{"comments", "# only\n\n", "no token in it"},
-		{"space", "a\nb c\n", "tokens:2: a token cannot hold spaces"},
+		{"space", "a\nb c\n", `tokens:2: a line is a token, or "admin TOKEN"; "b" is not a right`},
+		{"admin spaces", "admin a b\n", "tokens:1: a token cannot hold spaces"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(dir, "tokens")
