@@ -1197,7 +1197,10 @@ func testClusterFailover(t *testing.T) {
 		t.Fatal("no master in the cluster")
 	}
 	replica := cl.ReplicaOf(t, master)
-	p := startServeProc(t, 0, "-redis", "redis://"+cl.Addrs()[0], "-redis-type", "cluster", "-timeout", "100ms", path)
+	// A deadline of 500ms: a fresh six-node cluster on a loaded two-core machine answered
+	// a call or two past 100ms before any fault, which on_error = "deny" turned into
+	// OVER_LIMIT and the check below into a failure of the setup, not of the failover.
+	p := startServeProc(t, 0, "-redis", "redis://"+cl.Addrs()[0], "-redis-type", "cluster", "-timeout", "500ms", path)
 	l := startLoad(t, p, "failover")
 	defer l.halt()
 	l.rounds(sfRounds)
