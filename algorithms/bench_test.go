@@ -84,7 +84,7 @@ func BenchmarkLuahost(b *testing.B) {
 		for _, a := range st.algs {
 			c := &Compiled{Algorithm: a, Params: benchParams[a.Name]}
 			for j := range a.WireLen() {
-				if a.isLeaseSlot(j) {
+				if a.IsLeaseSlot(j) {
 					c.Vary = append(c.Vary, j)
 				}
 			}

@@ -49,7 +49,7 @@ func (c *Compiled) check(algs []*Algorithm) (*Compiled, error) {
 	}
 	onlyLeases := true
 	for i := range out.Params {
-		lease, varies := c.Algorithm.isLeaseSlot(i), slices.Contains(out.Vary, i)
+		lease, varies := c.Algorithm.IsLeaseSlot(i), slices.Contains(out.Vary, i)
 		if lease && !varies {
 			return nil, fmt.Errorf("%s's lease (value %d) must vary per call", c.Algorithm.Name, i+1)
 		}

@@ -34,7 +34,7 @@ func compile(rng *rand.Rand, calls []Call) (*Script, []Call, error) {
 			if !ok {
 				cr := &Compiled{Algorithm: r.Algorithm, Shadow: r.Shadow, Params: slices.Clone(r.Params)}
 				for p := range r.Params {
-					if r.Algorithm.isLeaseSlot(p) || rng.IntN(3) == 0 {
+					if r.Algorithm.IsLeaseSlot(p) || rng.IntN(3) == 0 {
 						cr.Vary = append(cr.Vary, p)
 					}
 				}

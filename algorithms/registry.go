@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/rlctl/rlctl/lua"
 )
@@ -161,10 +162,16 @@ func (a *Algorithm) paramAt(i int) (p Param, ok bool) {
 	return Param{}, false
 }
 
-// isLeaseSlot reports whether wire slot i is a Lease parameter.
-func (a *Algorithm) isLeaseSlot(i int) bool {
+// IsLeaseSlot reports whether wire slot i is a Lease parameter.
+func (a *Algorithm) IsLeaseSlot(i int) bool {
 	p, ok := a.paramAt(i)
 	return ok && p.Kind == Lease
+}
+
+// HasLease reports whether the algorithm takes a Lease parameter: its requests hold what
+// they are granted until released (concurrency).
+func (a *Algorithm) HasLease() bool {
+	return slices.ContainsFunc(a.Params, func(p Param) bool { return p.Kind == Lease })
 }
 
 // MaxInt is 2^53, the largest integer every Lua number holds exactly.

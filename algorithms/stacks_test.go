@@ -141,7 +141,7 @@ func TestCheckReturnsItsPeek(t *testing.T) {
 			rule := Rule{Key: "k", Algorithm: a, Cost: cost, Params: params[a.Name], Lease: fmt.Sprintf("l%d", i)}
 			argv := []string{a.Name, fmt.Sprint(now), fmt.Sprint(cost)}
 			for j, v := range rule.Params {
-				if a.isLeaseSlot(j) {
+				if a.IsLeaseSlot(j) {
 					argv = append(argv, rule.Lease)
 				} else {
 					argv = append(argv, fmt.Sprint(v))

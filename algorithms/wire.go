@@ -182,7 +182,7 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 		}
 		dst = append(dst, r.Algorithm.Name, &r.Cost, shadow)
 		for j := range r.Params {
-			if r.Algorithm.isLeaseSlot(j) {
+			if r.Algorithm.IsLeaseSlot(j) {
 				if r.Lease == "" {
 					return nil, fmt.Errorf("rule %d: %s needs a lease id", i+1, r.Algorithm.Name)
 				}
@@ -224,7 +224,7 @@ func (r *Rule) appendCompiled(dst []any) ([]any, error) {
 	leasesOnly, v := true, 0
 	for j, p := range r.Params {
 		if v < len(c.Vary) && c.Vary[v] == j {
-			leasesOnly = leasesOnly && c.Algorithm.isLeaseSlot(j)
+			leasesOnly = leasesOnly && c.Algorithm.IsLeaseSlot(j)
 			v++
 		} else if p != c.Params[j] {
 			return nil, fmt.Errorf("parameter value %d is %d, compiled rule %d holds %d", j+1, p, c.Index, c.Params[j])
@@ -241,7 +241,7 @@ func (r *Rule) appendCompiled(dst []any) ([]any, error) {
 	}
 	dst = append(dst, name, &r.Cost)
 	for _, j := range c.Vary {
-		if c.Algorithm.isLeaseSlot(j) {
+		if c.Algorithm.IsLeaseSlot(j) {
 			if r.Lease == "" {
 				return nil, fmt.Errorf("%s needs a lease id", r.Algorithm.Name)
 			}

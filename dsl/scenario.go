@@ -342,7 +342,7 @@ func (l *loader) decodeTraffic(b *hcl.Block, s *Scenario, policy *Policy) *Traff
 		}
 		if t.AtMost && policy != nil {
 			for _, r := range policy.Rules {
-				if slices.ContainsFunc(r.Algorithm.Params, func(p algorithms.Param) bool { return p.Kind == algorithms.Lease }) {
+				if r.Algorithm.HasLease() {
 					l.add(errorf(a.Expr.Range(), "Partial admission of a lease", "Rule %q of policy %q holds concurrency leases, which a partial admission cannot grant in part (engine.AllowAtMost refuses it). Remove at_most, or send this traffic to a policy without %s rules.", r.Name, policy.Name, r.Algorithm.Name))
 					break
 				}

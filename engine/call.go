@@ -71,7 +71,7 @@ const maxOrphans = 10_000
 func (o *orphans) add(e *Engine, call *algorithms.Call) {
 	var leases []algorithms.Rule
 	for _, r := range call.Rules {
-		if r.Cost > 0 && r.Lease != "" && hasLease(r.Algorithm) {
+		if r.Cost > 0 && r.Lease != "" && r.Algorithm.HasLease() {
 			leases = append(leases, r)
 		}
 	}

@@ -301,8 +301,9 @@ func (e *Engine) AllowN(ctx context.Context, r dsl.Request, n int64) (*Decision,
 // most what the slots before it granted, and those are refunded the difference (a plugin
 // without a refund function keeps it until its key expires). A request that a
 // concurrency rule applies to is refused with ErrRequest: a lease is released whole, never
-// in part. A rule whose algorithm takes at most max_cost a request caps n at what fits in it. Granted is the units asked when no rule applies, and when the policies' on_error
-// lets a failed backend allow.
+// in part. A rule whose algorithm takes at most max_cost a request caps n at what fits in
+// it. Granted is the units asked when no rule applies, and when the policies' on_error lets
+// a failed backend allow.
 func (e *Engine) AllowAtMost(ctx context.Context, r dsl.Request, n int64) (*Decision, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: AllowAtMost needs at least 1 unit, got %d", ErrRequest, n)
@@ -319,7 +320,7 @@ func (e *Engine) AllowAtMost(ctx context.Context, r dsl.Request, n int64) (*Deci
 	}
 	rules = e.dropReplaced(rules, gone)
 	for _, p := range rules {
-		if hasLease(p.call.Algorithm) {
+		if p.call.Algorithm.HasLease() {
 			return nil, fmt.Errorf("%w: rule %s of policy %s holds concurrency leases, which AllowAtMost cannot grant in part; use AllowN", ErrRequest, p.rule.Name, p.policy.Name)
 		}
 		// An algorithm that takes at most max_cost a request is never asked for more.
@@ -554,7 +555,7 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending, gone []
 			}
 			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, len(ru.Algorithm.Keys) > 0)
 			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire, Compiled: e.plan.compiled[ru]}
-			if hasLease(ru.Algorithm) {
+			if ru.Algorithm.HasLease() {
 				c.Lease = e.leasePrefix + strconv.FormatUint(e.leaseSeq.Add(1), 36)
 			}
 			out = append(out, pending{policy: p, rule: ru, call: c, client: p.Clock == dsl.ClockClient, req: req})
@@ -577,15 +578,6 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending, gone []
 		}
 	}
 	return out, gone, unlimited, nil
-}
-
-func hasLease(a *algorithms.Algorithm) bool {
-	for _, p := range a.Params {
-		if p.Kind == algorithms.Lease {
-			return true
-		}
-	}
-	return false
 }
 
 // group is the rules of one script call: one clock, and in cluster mode one slot.
@@ -764,7 +756,7 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 		// What this group charged, and where: every rule on the backend, or after a
 		// failure only the rules the local fallback ran. The last group's charge is never
 		// refunded here (no group after it can deny), so only its leases are kept.
-		if gi == len(groups)-1 && !slices.ContainsFunc(call.Rules, func(r algorithms.Rule) bool { return hasLease(r.Algorithm) }) {
+		if gi == len(groups)-1 && !slices.ContainsFunc(call.Rules, func(r algorithms.Rule) bool { return r.Algorithm.HasLease() }) {
 			continue
 		}
 		c := charged{call: algorithms.Call{Op: algorithms.OpRefund, Now: rep.Now}, local: res.src != FromBackend}
@@ -783,7 +775,7 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 		done = append(done, c)
 		grants = append(grants, units)
 		for _, r := range c.call.Rules {
-			if hasLease(r.Algorithm) && r.Cost > 0 {
+			if r.Algorithm.HasLease() && r.Cost > 0 {
 				d.held = append(d.held, heldLease{rule: r, now: rep.Now, local: c.local})
 			}
 		}

@@ -175,6 +175,18 @@ local function check_rules(KEYS, rs, st, out, n, now, units)
   return allowed, decider
 end
 
+-- fewer returns g, or fewer units when remaining (a denying rule's, the largest cost it
+-- allows now) holds fewer of per (its cost per unit); per 0 bounds nothing.
+local function fewer(g, remaining, per)
+  if per > 0 then
+    local fits = floor(remaining / per)
+    if fits < g then
+      return fits
+    end
+  end
+  return g
+end
+
 -- most decides a partial admission of up to units (op "most:N"): the call's rules are
 -- checked at units; when an enforcing rule denies, its remaining (the largest cost it
 -- allows now, by the check contract) bounds the grant g to floor(remaining / its cost per
@@ -189,12 +201,8 @@ local function most(KEYS, rs, st, out, n, now, units)
   end
   local g = units
   for r = 1, n do
-    local per = st[5 * r - 4]
-    if out[5 * r] == 0 and not rs[r][2] and per > 0 then
-      local fits = floor(out[5 * r + 1] / per)
-      if fits < g then
-        g = fits
-      end
+    if out[5 * r] == 0 and not rs[r][2] then
+      g = fewer(g, out[5 * r + 1], st[5 * r - 4])
     end
   end
   if g < 1 then
@@ -321,12 +329,8 @@ local function main(KEYS, ARGV)
       local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * units, p)
       local g = units
       if ok == 0 and not shadow then
-        if cost > 0 then
-          g = floor(remaining / cost)
-        end
-        if g > units then
-          g = units
-        elseif g < 1 then
+        g = fewer(units, remaining, cost)
+        if g < 1 then
           g = 1
         end
         ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * g, p)

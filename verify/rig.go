@@ -185,25 +185,11 @@ func (s *subject) costAtMost(c int64) int64 {
 func newSubject(a *algorithms.Algorithm, params []int64, key string) *subject {
 	s := &subject{alg: a, params: params, key: key, spec: specOf(a, params), lease: -1}
 	for i := range params {
-		if isLeaseSlot(a, i) {
+		if a.IsLeaseSlot(i) {
 			s.lease = i
 		}
 	}
 	return s
-}
-
-func isLeaseSlot(a *algorithms.Algorithm, i int) bool {
-	for _, p := range a.Params {
-		n := 1
-		if p.Kind == algorithms.Rate {
-			n = 2
-		}
-		if i < n {
-			return p.Kind == algorithms.Lease
-		}
-		i -= n
-	}
-	return false
 }
 
 // step is one request of a single-rule trace.
@@ -328,12 +314,17 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 		p.done = err == nil
 	}()
 	p.liveAfter = s.live(g)
-	ask := func(at, cost int64) (algorithms.RuleResult, bool, error) {
+	// call runs a probe on the state the step left: op at at, of cost (per unit, for
+	// OpMost, which asks for up to units).
+	call := func(op algorithms.Op, at, cost, units int64) (algorithms.Reply, error) {
 		g.h.Restore(snap)
 		q := st
 		q.at, q.cost, q.lease, q.probe = at, cost, probeLease+st.lease, false
-		c := algorithms.Call{Op: algorithms.OpCheck, Skew: s.slack, Rules: []algorithms.Rule{s.rule(q)}}
-		rep, err := g.do(at, st.skew, &c)
+		c := algorithms.Call{Op: op, Units: units, Skew: s.slack, Rules: []algorithms.Rule{s.rule(q)}}
+		return g.do(at, st.skew, &c)
+	}
+	ask := func(at, cost int64) (algorithms.RuleResult, bool, error) {
+		rep, err := call(algorithms.OpCheck, at, cost, 0)
 		if err != nil {
 			return algorithms.RuleResult{}, false, err
 		}
@@ -351,16 +342,12 @@ func (s *subject) probe(g *rig, st step, rr algorithms.RuleResult) (p probes, er
 		}
 		p.unprobed = true
 	} else if rr.Remaining >= 0 && rr.Remaining < algorithms.MaxInt {
-		g.h.Restore(snap)
-		q := st
-		q.cost, q.lease, q.probe = 1, probeLease+st.lease, false
-		c := algorithms.Call{Op: algorithms.OpMost, Units: rr.Remaining + 1, Skew: s.slack, Rules: []algorithms.Rule{s.rule(q)}}
-		rep, err := g.do(st.at, st.skew, &c)
+		rep, err := call(algorithms.OpMost, st.at, 1, rr.Remaining+1)
 		if err != nil {
 			return p, err
 		}
 		p.granted = rep.Granted
-		p.over = rep.Granted == c.Units
+		p.over = rep.Granted == rr.Remaining+1
 		p.fits = p.over || rep.Granted == rr.Remaining
 		if !p.fits && rr.Remaining > 0 {
 			if _, p.fits, err = ask(st.at, rr.Remaining); err != nil {

@@ -274,7 +274,7 @@ func newSim(plan *engine.Plan, cfg *dsl.Config, r *Report) (*sim, error) {
 				rule:  ru,
 				keys:  map[string]*keyTrack{},
 				bound: designBound(ru.Algorithm),
-				lease: hasLease(ru.Algorithm),
+				lease: ru.Algorithm.HasLease(),
 			}
 			s.leases = s.leases || rs.lease
 			s.rules[ruleID{p.Name, ru.Name}] = rs
@@ -353,15 +353,6 @@ func engineReport(e dsl.EngineSettings) *EngineReport {
 		r.MaxMemory, r.Eviction = e.MaxMemory, e.Eviction
 	}
 	return r
-}
-
-func hasLease(a *algorithms.Algorithm) bool {
-	for _, p := range a.Params {
-		if p.Kind == algorithms.Lease {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *sim) trafficFor(name, pattern string, clients int) *trafficState {
