@@ -16,6 +16,8 @@ type Compiled struct {
 	Index     int
 	Algorithm *Algorithm
 	Shadow    bool
+	// Box is the rule's penalty box, a constant of the script; the zero Box is none.
+	Box Box
 	// Params holds Algorithm.WireLen() wire values; the values at Vary positions are
 	// placeholders (0).
 	Params []int64
@@ -35,6 +37,9 @@ func (c *Compiled) check(algs []*Algorithm) (*Compiled, error) {
 	}
 	if !slices.Contains(algs, c.Algorithm) {
 		return nil, fmt.Errorf("algorithm %q is not in the script", c.Algorithm.Name)
+	}
+	if err := c.Box.check(); err != nil {
+		return nil, err
 	}
 	if len(c.Params) != c.Algorithm.WireLen() {
 		return nil, fmt.Errorf("%s takes %d parameter values, got %d", c.Algorithm.Name, c.Algorithm.WireLen(), len(c.Params))
@@ -70,9 +75,10 @@ func (c *Compiled) check(algs []*Algorithm) (*Compiled, error) {
 func IsBuiltin(a *Algorithm) bool { return slices.Contains(builtin, a) }
 
 // compiledRules writes compiled_rule(name), which returns the compiled rule a call names
-// "@k" as {algorithm name, shadow, parameters, varying positions, shared, builtin}: shared
-// when nothing varies and the algorithm is a built-in, whose functions never modify their
-// parameters, so every call may use the same table. The records are built on first use and
+// "@k" as {algorithm name, shadow, parameters, varying positions, shared, builtin}, with
+// box = {length, ceiling} for a rule with a penalty box: shared when nothing varies and
+// the algorithm is a built-in, whose functions never modify their parameters, so every
+// call may use the same table. The records are built on first use and
 // kept under the name "@k" (the dispatcher adds the built-in's functions to them): once per
 // call under EVAL, once per library load under FCALL, where a call then finds its rule in
 // one table lookup. A name other than "@k" with k a rule's index in decimal is refused and
@@ -116,5 +122,9 @@ func ruleRecord(c *Compiled) string {
 	}
 	builtin := IsBuiltin(c.Algorithm)
 	shared := len(c.Vary) == 0 && builtin
-	return fmt.Sprintf("{'%s', %t, {%s}, {%s}, %t, %t}", c.Algorithm.Name, c.Shadow, strings.Join(params, ", "), strings.Join(vary, ", "), shared, builtin)
+	box := ""
+	if c.Box.For > 0 {
+		box = fmt.Sprintf(", box = {%d, %d}", c.Box.For, c.Box.Max)
+	}
+	return fmt.Sprintf("{'%s', %t, {%s}, {%s}, %t, %t%s}", c.Algorithm.Name, c.Shadow, strings.Join(params, ", "), strings.Join(vary, ", "), shared, builtin, box)
 }

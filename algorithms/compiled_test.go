@@ -29,10 +29,10 @@ func compile(rng *rand.Rand, calls []Call) (*Script, []Call, error) {
 		out[i] = c
 		out[i].Rules = slices.Clone(c.Rules)
 		for j, r := range c.Rules {
-			id := fmt.Sprint(r.Algorithm.Name, r.Params, r.Shadow)
+			id := fmt.Sprint(r.Algorithm.Name, r.Params, r.Shadow, r.Box)
 			k, ok := index[id]
 			if !ok {
-				cr := &Compiled{Algorithm: r.Algorithm, Shadow: r.Shadow, Params: slices.Clone(r.Params)}
+				cr := &Compiled{Algorithm: r.Algorithm, Shadow: r.Shadow, Box: r.Box, Params: slices.Clone(r.Params)}
 				for p := range r.Params {
 					if r.Algorithm.IsLeaseSlot(p) || rng.IntN(3) == 0 {
 						cr.Vary = append(cr.Vary, p)
@@ -112,9 +112,7 @@ func (e fcallExec) run(calls []Call) ([]Reply, error) {
 		}
 		keys := calls[i].Keys()
 		cmds[i] = pipe.FCall(ctx, e.script.Function, keys, anys(argv)...)
-		for _, k := range keys {
-			pipe.Persist(ctx, k)
-		}
+		persist(ctx, pipe, &calls[i])
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.As(err, new(redis.Error)) {
 		return nil, err

@@ -31,6 +31,8 @@ func sameAlgorithm(a *Algorithm) func(*rand.Rand, string) []traceKey {
 		keys := make([]traceKey, 1+rng.IntN(3))
 		for i := range keys {
 			keys[i] = traceKey{key: fmt.Sprintf("%sk%d", prefix, i), alg: a, params: randomParams(rng, a)}
+			keys[i].box = randomBox(rng, a, keys[i].params)
+			keys[i].key = boxedKey(keys[i])
 		}
 		return keys
 	}
@@ -42,6 +44,8 @@ func mixed(rng *rand.Rand, prefix string) []traceKey {
 	for i := range keys {
 		a := builtin[rng.IntN(len(builtin))]
 		keys[i] = traceKey{key: fmt.Sprintf("%sk%d", prefix, i), alg: a, params: randomParams(rng, a)}
+		keys[i].box = randomBox(rng, a, keys[i].params)
+		keys[i].key = boxedKey(keys[i])
 	}
 	return keys
 }

@@ -393,11 +393,12 @@ func checkRule(s state, now, cost int64, lease string) (RuleResult, state) {
 type Oracle struct {
 	states map[string]state
 	algs   map[string]string
+	boxes  map[string]boxRecord // each boxed rule key's last block
 }
 
 // NewOracle returns an empty reference keyspace.
 func NewOracle() *Oracle {
-	return &Oracle{states: map[string]state{}, algs: map[string]string{}}
+	return &Oracle{states: map[string]state{}, algs: map[string]string{}, boxes: map[string]boxRecord{}}
 }
 
 func (o *Oracle) state(r *Rule) (state, error) {
@@ -446,7 +447,7 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 	if c.Op == OpMost {
 		units = c.Units
 	}
-	rep, next := checkAll(c, states, units)
+	rep, next, blocks := o.checkAll(c, states, units)
 	if c.Op == OpMost {
 		rep.Granted = units
 		if !rep.Allowed {
@@ -457,11 +458,17 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 					g = min(g, rep.Rules[i].Remaining/r.Cost)
 				}
 			}
-			rep, next = checkAll(c, states, max(g, 1))
+			rep, next, blocks = o.checkAll(c, states, max(g, 1))
 			rep.Granted = 0
 			if rep.Allowed {
 				rep.Granted = max(g, 1)
 			}
+		}
+	}
+	for i, length := range blocks {
+		if length > 0 {
+			o.boxes[c.Rules[i].Key] = boxRecord{end: c.Now + length, length: length}
+			rep.Rules[i] = offend(rep.Rules[i], length)
 		}
 	}
 	for i, r := range c.Rules {
@@ -475,16 +482,26 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 	return rep, nil
 }
 
-// checkAll checks every rule of c at units times its cost, on states (unchanged), and
-// returns the reply and the states an allowed call leaves.
-func checkAll(c *Call, states []state, units int64) (Reply, []state) {
+// checkAll checks every rule of c at units times its cost, with its penalty box, on states
+// (unchanged), and returns the reply, the states an allowed call leaves, and the length of
+// the block each rule's denial starts if the call ends so (0: none).
+func (o *Oracle) checkAll(c *Call, states []state, units int64) (Reply, []state, []int64) {
 	rep := Reply{Allowed: true, Now: c.Now, Rules: make([]RuleResult, len(c.Rules))}
 	next := make([]state, len(c.Rules))
+	blocks := make([]int64, len(c.Rules))
 	for i, r := range c.Rules {
-		rep.Rules[i], next[i] = checkRule(states[i], c.Now, r.Cost*units, r.Lease)
+		cost := r.Cost * units
+		rep.Rules[i], next[i] = checkRule(states[i], c.Now, cost, r.Lease)
+		if r.Box.For > 0 {
+			var blocked bool
+			rep.Rules[i], blocked, blocks[i] = r.Box.apply(rep.Rules[i], o.boxes[r.Key], c.Now, cost)
+			if blocked {
+				next[i] = states[i]
+			}
+		}
 		if !rep.Rules[i].Allowed && !r.Shadow && rep.Allowed {
 			rep.Allowed, rep.Decider = false, i+1
 		}
 	}
-	return rep, next
+	return rep, next, blocks
 }

@@ -26,6 +26,34 @@ type traceKey struct {
 	key    string
 	alg    *Algorithm
 	params []int64
+	box    Box
+}
+
+// randomBox draws a penalty box for one key in three (none for concurrency, which a policy
+// cannot box): a block from a microsecond to about the key's own time scale, escalating
+// in half of them.
+func randomBox(rng *rand.Rand, a *Algorithm, params []int64) Box {
+	if a.Name == "concurrency" || rng.IntN(3) != 0 {
+		return Box{}
+	}
+	var scale int64 = 1
+	for _, v := range params {
+		scale = max(scale, v)
+	}
+	b := Box{For: []int64{1, 7, 1000, max(scale/2, 1), scale}[rng.IntN(5)] + rng.Int64N(3)}
+	if rng.IntN(2) == 0 {
+		b.Max = b.For * (2 + rng.Int64N(7))
+	}
+	return b
+}
+
+// boxedKey returns k's key, as its own hash tag when k is boxed, so that its box (a
+// further key) is in its slot, as the engine renders a boxed rule's key.
+func boxedKey(k traceKey) string {
+	if k.box.For > 0 {
+		return "{" + k.key + "}"
+	}
+	return k.key
 }
 
 // randomParams draws small parameters so that traces reach every branch often, a count
@@ -150,7 +178,7 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			}
 			c.Rules = append(c.Rules, Rule{
 				Key: k.key, Algorithm: k.alg, Cost: cost, Shadow: rng.IntN(5) == 0,
-				Params: k.params, Lease: fmt.Sprintf("lease-%d", id),
+				Params: k.params, Lease: fmt.Sprintf("lease-%d", id), Box: k.box,
 			})
 		}
 		rep, err := o.Do(&c)
@@ -230,9 +258,7 @@ func (e redisExec) run(calls []Call) ([]Reply, error) {
 		}
 		keys := calls[i].Keys()
 		cmds[i] = pipe.EvalSha(ctx, e.script.SHA1, keys, anys(argv)...)
-		for _, k := range keys {
-			pipe.Persist(ctx, k)
-		}
+		persist(ctx, pipe, &calls[i])
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.As(err, new(redis.Error)) {
 		return nil, err
@@ -247,6 +273,17 @@ func (e redisExec) run(calls []Call) ([]Reply, error) {
 		out[i] = r
 	}
 	return out, nil
+}
+
+// persist queues a PERSIST of each key call c may have written: its rules' keys, and a
+// boxed rule's box.
+func persist(ctx context.Context, pipe redis.Pipeliner, c *Call) {
+	for _, r := range c.Rules {
+		pipe.Persist(ctx, r.Key)
+		if r.Box.For > 0 {
+			pipe.Persist(ctx, r.Key+boxSuffix)
+		}
+	}
 }
 
 // anys converts ARGV for go-redis.
@@ -323,7 +360,11 @@ func formatTrace(calls []Call) string {
 	for i, c := range calls {
 		fmt.Fprintf(&b, "  %2d. %s now=%d", i+1, c.Op, c.Now)
 		for _, r := range c.Rules {
-			fmt.Fprintf(&b, " [%s %s%v cost=%d shadow=%v]", r.Key, r.Algorithm.Name, r.Params, r.Cost, r.Shadow)
+			fmt.Fprintf(&b, " [%s %s%v cost=%d shadow=%v", r.Key, r.Algorithm.Name, r.Params, r.Cost, r.Shadow)
+			if r.Box.For > 0 {
+				fmt.Fprintf(&b, " box=%d/%d", r.Box.For, r.Box.Max)
+			}
+			b.WriteString("]")
 		}
 		b.WriteString("\n")
 	}
@@ -385,7 +426,7 @@ func expiredEarly(calls []Call, got Reply) bool {
 		return false
 	}
 	for set := 1; set < 1<<len(last.Rules); set++ {
-		try := &Oracle{states: maps.Clone(o.states), algs: maps.Clone(o.algs)}
+		try := &Oracle{states: maps.Clone(o.states), algs: maps.Clone(o.algs), boxes: maps.Clone(o.boxes)}
 		for i, r := range last.Rules {
 			if set&(1<<i) != 0 {
 				delete(try.states, r.Key)
@@ -431,8 +472,9 @@ func (e hostExec) run(calls []Call) ([]Reply, error) {
 			return nil, fmt.Errorf("call %d: %w", i+1, err)
 		}
 		out[i] = r
-		for _, rr := range r.Rules {
-			horizon = max(horizon, server+rr.ResetAfter+calls[i].Skew)
+		for j, rr := range r.Rules {
+			// A box that escalates remembers a block for its ceiling after it ends.
+			horizon = max(horizon, server+rr.ResetAfter+calls[i].Skew+calls[i].Rules[j].Box.Max)
 		}
 		if calls[i].Op == OpRefund && horizon > 0 {
 			// A refund replies with no reset-after: it only lowers state, but it computes

@@ -10,7 +10,7 @@ import (
 // Protocol is the version of the ARGV contract the dispatcher speaks (its layout and the
 // values each parameter kind takes: see Param.Min); a mismatch is an error reply. It
 // matches PROTOCOL in lua/prelude.lua.
-const Protocol = "5"
+const Protocol = "6"
 
 // Op selects what a call does.
 type Op string
@@ -60,6 +60,8 @@ type Rule struct {
 	Shadow    bool       // evaluated and charged, never enforced
 	Params    []int64    // Algorithm.WireLen() values; a Lease slot holds 0
 	Lease     string     // the value of a Lease slot
+	// Box is the rule's penalty box; the zero Box is none.
+	Box Box
 	// Compiled, when set, is the rule of the call's script this rule is: the call names
 	// it and sends its cost and the values at Compiled.Vary only. Algorithm, Shadow and
 	// the constant Params must be the compiled rule's.
@@ -106,7 +108,7 @@ var (
 	argCheck    any = string(OpCheck)
 	argRefund   any = string(OpRefund)
 	argNone     any = ""
-	argShadow       = [2]any{"0", "1"}
+	argFlags        = [4]any{"0", "1", "2", "3"} // shadow (1), penalty box (2)
 )
 
 // AppendArgs appends the call's ARGV to dst as arguments of a go-redis command, in the
@@ -176,11 +178,23 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 		if err := r.Algorithm.Validate(r.Params); err != nil {
 			return nil, fmt.Errorf("rule %d: %w", i+1, err)
 		}
-		shadow := argShadow[0]
-		if r.Shadow {
-			shadow = argShadow[1]
+		if err := r.Box.check(); err != nil {
+			return nil, fmt.Errorf("rule %d: %w", i+1, err)
 		}
-		dst = append(dst, r.Algorithm.Name, &r.Cost, shadow)
+		flags := argFlags[0]
+		if r.Shadow {
+			flags = argFlags[1]
+		}
+		if r.Box.For > 0 {
+			flags = argFlags[2]
+			if r.Shadow {
+				flags = argFlags[3]
+			}
+		}
+		dst = append(dst, r.Algorithm.Name, &r.Cost, flags)
+		if r.Box.For > 0 {
+			dst = append(dst, &r.Box.For, &r.Box.Max)
+		}
 		for j := range r.Params {
 			if r.Algorithm.IsLeaseSlot(j) {
 				if r.Lease == "" {
@@ -218,7 +232,7 @@ func (c *Call) keyBefore(i int, seen map[string]int) int {
 // assembled; a rule whose own values vary is validated whole.
 func (r *Rule) appendCompiled(dst []any) ([]any, error) {
 	c := r.Compiled
-	if r.Algorithm != c.Algorithm || r.Shadow != c.Shadow || len(r.Params) != len(c.Params) {
+	if r.Algorithm != c.Algorithm || r.Shadow != c.Shadow || r.Box != c.Box || len(r.Params) != len(c.Params) {
 		return nil, fmt.Errorf("does not match compiled rule %d (%s)", c.Index, c.Algorithm.Name)
 	}
 	leasesOnly, v := true, 0

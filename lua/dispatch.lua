@@ -16,7 +16,9 @@
 --           microseconds, added to every TTL set through expire_us; "" for none
 --       [6] number of rules n (= #KEYS)
 --       then per rule, either
---         a rule written out: algorithm name, cost (integer >= 0), flags (bit 1: shadow),
+--         a rule written out: algorithm name, cost (integer >= 0), flags (bit 1: shadow,
+--         bit 2: a penalty box, whose block length in microseconds (>= 1) and ceiling
+--         (>= 0; 0 or <= the length: no escalation) follow the flags; see boxed below),
 --         and the algorithm's parameters (a fixed count per algorithm, each of the kind
 --         its params table declares: 'pos' an integer >= 1, 'nat' an integer >= 0, such
 --         as a limit of 0 that admits nothing, 'str' a non-empty string); or
@@ -29,7 +31,7 @@
 --   server_us is the server clock (TIME), which callers use to place their deadlines.
 --   retry_after_us is 0 for a rule that allows and -1 when the cost can never fit.
 --   Per-rule values describe the key after this call: charged when the call is allowed,
---   untouched (as if peeked) when it is denied.
+--   untouched (as if peeked) when it is denied; a boxed rule's values describe its block too.
 -- Reply (most): the reply of a check of g units (when g is 0, of one unit), then g.
 -- Reply (refund): {1, 0, now_us, server_us}.
 -- Errors: an error reply starting with "RLCTL" for any malformed ARGV, and
@@ -51,11 +53,17 @@
 -- (built-in algorithms, compiled rules), and a plugin's file runs afresh on every call as
 -- under EVAL, so nothing a plugin keeps outlives its call.
 
+-- boxed_ready holds the complete records (see ready) of compiled rules with a penalty box,
+-- which the one-rule path and the unrolled stacks (which find their rules in ready) leave
+-- to the general path.
+local boxed_ready = {}
+
 -- rule_at parses the rule whose values start at ARGV[a], rule r of the call, using
 -- `loaded` for the algorithms the call instantiates (six values each at i .. i+5: name,
 -- params, validate, check, commit, refund). It returns the rule's check, commit and refund
--- functions (refund false when the algorithm has none), cost, shadow flag, parameters and
--- the position of the next rule's values; or nil and an error message. A compiled rule of a
+-- functions (refund false when the algorithm has none), cost, shadow flag, parameters, the
+-- position of the next rule's values and its penalty box ({length, ceiling}, or nil); or
+-- nil and an error message. A compiled rule of a
 -- built-in keeps its algorithm's functions in its record (c[7] .. c[11]), so under FCALL a
 -- call finds everything in one table lookup; a rule with a check and commit of its own
 -- (c[12], c[13], algorithms/fast.go) keeps those instead of its algorithm's.
@@ -100,9 +108,9 @@ local function rule_at(ARGV, r, a, loaded)
     end
   end
   local cost = cost_arg(ARGV[a + 1])
-  local shadow, p, width, sent
+  local shadow, p, width, sent, box
   if c then
-    shadow, width = c[2], 2
+    shadow, width, box = c[2], 2, c.box
     if c[5] then
       p, sent = c[3], c[4]
     else
@@ -113,10 +121,17 @@ local function rule_at(ARGV, r, a, loaded)
     end
   else
     local flags = int_arg(ARGV[a + 2], 0)
-    if flags == nil then
+    if flags == nil or flags > 3 then
       return nil, 'rule ' .. r .. ': bad cost or flags'
     end
     shadow, p, width, sent = flags % 2 == 1, {}, 3, nil
+    if flags >= 2 then
+      box = {int_arg(ARGV[a + 3], 1), int_arg(ARGV[a + 4], 0)}
+      if box[1] == nil or box[2] == nil then
+        return nil, 'rule ' .. r .. ': bad penalty box'
+      end
+      width = 5
+    end
   end
   if cost == nil then
     return nil, 'rule ' .. r .. ': bad cost or flags'
@@ -144,27 +159,101 @@ local function rule_at(ARGV, r, a, loaded)
   end
   -- A shared record's constants are validated once, the first time it is used; it is then
   -- complete, and kept in ready under its name.
-  if validate and not ready[ARGV[a]] then
+  if validate and not (ready[ARGV[a]] or boxed_ready[ARGV[a]]) then
     local err = validate(p)
     if err then
       return nil, 'rule ' .. r .. ': ' .. err
     end
   end
   if c and c[5] then
-    ready[ARGV[a]] = c
+    if box then
+      boxed_ready[ARGV[a]] = c
+    else
+      ready[ARGV[a]] = c
+    end
   end
-  return check, commit, refund, cost, shadow, p, a + width + m
+  return check, commit, refund, cost, shadow, p, a + width + m, box
+end
+
+-- boxed applies a penalty box (box: {length, ceiling} in microseconds) to the verdict of
+-- its rule's check of cost at now (ok, remaining, retry, reset, as check returned them).
+--   A key whose block has not ended (now < its end) is denied: remaining 0, retry_after
+--   and reset_after at least the block's end, and blocked is true (the rule is not charged,
+--   and no new block starts: a block is never extended by the requests it refuses).
+--   Otherwise the verdict stands, and len is the block a denial starts: the rule denied a
+--   cost above 0 that can fit (retry not -1). len is the box's length, or with a ceiling
+--   above it, twice the last block's (at least the length, at most the ceiling) when the
+--   key offends again before the ceiling has passed since its last block ended; else 0.
+-- It reads one key (box_read); the block is written by box_offend when the call ends.
+local function boxed(key, now, cost, box, ok, remaining, retry, reset)
+  local u, b = box_read(key)
+  if now < u then
+    local wait = u - now
+    if retry ~= -1 and retry < wait then
+      retry = wait
+    end
+    if reset < wait then
+      reset = wait
+    end
+    return 0, 0, retry, reset, 0, true
+  end
+  if ok == 1 or cost == 0 or retry == -1 then
+    return ok, remaining, retry, reset, 0, false
+  end
+  local len, ceiling = box[1], box[2]
+  if ceiling > len and u > 0 and now < u + ceiling then
+    len = b * 2
+    if len < box[1] then
+      len = box[1]
+    elseif len > ceiling then
+      len = ceiling
+    end
+  end
+  return ok, remaining, retry, reset, len, false
+end
+
+-- box_offend starts a block of len microseconds at now for the rule whose key is key and
+-- whose box is box, and makes out's values of rule r (out[5r] .. out[5r+4]) describe it.
+-- The box's key lives until the block ends, or with a ceiling, that much longer, so that
+-- a repeat offence is recognised.
+local function box_offend(key, now, len, box, out, r)
+  local keep = len
+  if box[2] > box[1] then
+    keep = keep + box[2]
+  end
+  set_us(key .. BOX, string.format('%.0f %.0f', now + len, len), keep)
+  local o = 5 * r
+  out[o + 1] = 0
+  if out[o + 2] < len then
+    out[o + 2] = len
+  end
+  if out[o + 3] < len then
+    out[o + 3] = len
+  end
 end
 
 -- check_rules is phase 1 of a call on the general path: every rule's check at units times
--- its cost (st[5r-4]), no writes. It keeps each rule's pending write in st (see main) and its
--- five reply values in out, and returns allowed (1 or 0) and the deciding rule (0 when
--- allowed).
+-- its cost (st[5r-4]), and its penalty box (boxed), no writes. It keeps each rule's pending
+-- write in st (see main) and its five reply values in out, and returns allowed (1 or 0),
+-- the deciding rule (0 when allowed) and the blocks the call starts if it ends here (a
+-- list of rule, length pairs; nil for none).
 local function check_rules(KEYS, rs, st, out, n, now, units)
-  local allowed, decider = 1, 0
+  local allowed, decider, offences = 1, 0, nil
   for r = 1, n do
     local c = rs[r]
-    local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = c[9](KEYS[r], now, st[5 * r - 4] * units, c[3])
+    local cost = st[5 * r - 4] * units
+    local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = c[9](KEYS[r], now, cost, c[3])
+    local box = c.box
+    if box then
+      local len, blocked
+      ok, remaining, retry, reset, len, blocked = boxed(KEYS[r], now, cost, box, ok, remaining, retry, reset)
+      if blocked then
+        write = false
+      elseif len > 0 then
+        offences = offences or {}
+        offences[#offences + 1], offences[#offences + 2] = r, len
+      end
+    end
     if ok == 0 and not c[2] and allowed == 1 then
       allowed, decider = 0, r
     end
@@ -172,7 +261,7 @@ local function check_rules(KEYS, rs, st, out, n, now, units)
     st[o - 3], st[o - 2], st[o - 1], st[o] = write or false, w2, w3, w4
     out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = ok, remaining, retry, reset, limit
   end
-  return allowed, decider
+  return allowed, decider, offences
 end
 
 -- fewer returns g, or fewer units when remaining (a denying rule's, the largest cost it
@@ -192,12 +281,13 @@ end
 -- allows now, by the check contract) bounds the grant g to floor(remaining / its cost per
 -- unit), and the rules are checked again at g, or at one unit when g is 0 so that the
 -- denial's retry-after is the wait for one unit. A rule that breaks the contract (denies
--- g) makes the call a denial, never a larger charge. It returns allowed, decider and g
--- (0 when denied), with st and out as check_rules leaves them.
+-- g) makes the call a denial, never a larger charge. It returns allowed, decider, g (0
+-- when denied) and the blocks of the last check, with st and out as check_rules leaves
+-- them.
 local function most(KEYS, rs, st, out, n, now, units)
-  local allowed, decider = check_rules(KEYS, rs, st, out, n, now, units)
+  local allowed, decider, offences = check_rules(KEYS, rs, st, out, n, now, units)
   if allowed == 1 then
-    return allowed, decider, units
+    return allowed, decider, units, offences
   end
   local g = units
   for r = 1, n do
@@ -208,11 +298,78 @@ local function most(KEYS, rs, st, out, n, now, units)
   if g < 1 then
     g = 1
   end
-  allowed, decider = check_rules(KEYS, rs, st, out, n, now, g)
+  allowed, decider, offences = check_rules(KEYS, rs, st, out, n, now, g)
   if allowed == 0 then
-    return allowed, decider, 0
+    return allowed, decider, 0, offences
   end
-  return allowed, decider, g
+  return allowed, decider, g, offences
+end
+
+-- one decides a call of one rule (op "check", "refund" or most when units is set) without
+-- the general path's tables, and returns its reply; or nothing, having touched nothing,
+-- when the rule has a penalty box, which the general path decides.
+local function one(KEYS, ARGV, op, units, now, server_now)
+  local key = KEYS[1]
+  local check, commit, refund, cost, shadow, p
+  -- A compiled rule whose record is complete (a built-in's, nothing varying per
+  -- request, validated on its first call) is found in one lookup, under FCALL where
+  -- the records outlive a call.
+  local c = ready[ARGV[7]]
+  if c and #ARGV == 8 then
+    cost = cost_arg(ARGV[8])
+    if cost then
+      check, commit, refund, shadow, p = c[9], c[10], c[11], c[2], c[3]
+    end
+  end
+  if check == nil then
+    local a, box
+    check, commit, refund, cost, shadow, p, a, box = rule_at(ARGV, 1, 7, {})
+    if check == nil then
+      return redis.error_reply('RLCTL ' .. commit)
+    end
+    if a - 1 ~= #ARGV then
+      return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
+    end
+    if box then
+      return
+    end
+  end
+  if op == 'refund' then
+    if refund and cost > 0 then
+      refund(key, now, cost, p)
+    end
+    return {1, 0, now, server_now}
+  end
+  if units then
+    -- most (above), for one rule.
+    if cost * units > MAX_INT then
+      return redis.error_reply('RLCTL rule 1: cost per unit times ' .. units .. ' units is above 2^53')
+    end
+    local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * units, p)
+    local g = units
+    if ok == 0 and not shadow then
+      g = fewer(units, remaining, cost)
+      if g < 1 then
+        g = 1
+      end
+      ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * g, p)
+      if ok == 0 then
+        return {0, 1, now, server_now, ok, remaining, retry, reset, limit, 0}
+      end
+    end
+    if write and cost > 0 then
+      commit(key, write, w2, w3, w4)
+    end
+    return {1, 0, now, server_now, ok, remaining, retry, reset, limit, g}
+  end
+  local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost, p)
+  if ok == 0 and not shadow then
+    return {0, 1, now, server_now, ok, remaining, retry, reset, limit}
+  end
+  if write and cost > 0 then
+    commit(key, write, w2, w3, w4)
+  end
+  return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
 end
 
 -- first: this is the first call of this run of the script's text, which binds the
@@ -291,66 +448,13 @@ local function main(KEYS, ARGV)
     return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[6]) .. ' does not match ' .. #KEYS .. ' keys')
   end
 
-  -- A call of one rule, the common case, needs none of the tables of a stack (below).
-  if n == 1 then
-    local key = KEYS[1]
-    local check, commit, refund, cost, shadow, p
-    -- A compiled rule whose record is complete (a built-in's, nothing varying per
-    -- request, validated on its first call) is found in one lookup, under FCALL where
-    -- the records outlive a call.
-    local c = ready[ARGV[7]]
-    if c and #ARGV == 8 then
-      cost = cost_arg(ARGV[8])
-      if cost then
-        check, commit, refund, shadow, p = c[9], c[10], c[11], c[2], c[3]
-      end
+  -- A call of one rule, the common case, needs none of the tables of a stack (below),
+  -- unless the rule has a penalty box.
+  if n == 1 and not boxed_ready[ARGV[7]] then
+    local out = one(KEYS, ARGV, op, units, now, server_now)
+    if out then
+      return out
     end
-    if check == nil then
-      local a
-      check, commit, refund, cost, shadow, p, a = rule_at(ARGV, 1, 7, {})
-      if check == nil then
-        return redis.error_reply('RLCTL ' .. commit)
-      end
-      if a - 1 ~= #ARGV then
-        return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
-      end
-    end
-    if op == 'refund' then
-      if refund and cost > 0 then
-        refund(key, now, cost, p)
-      end
-      return {1, 0, now, server_now}
-    end
-    if units then
-      -- most (above), for one rule.
-      if cost * units > MAX_INT then
-        return redis.error_reply('RLCTL rule 1: cost per unit times ' .. units .. ' units is above 2^53')
-      end
-      local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * units, p)
-      local g = units
-      if ok == 0 and not shadow then
-        g = fewer(units, remaining, cost)
-        if g < 1 then
-          g = 1
-        end
-        ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * g, p)
-        if ok == 0 then
-          return {0, 1, now, server_now, ok, remaining, retry, reset, limit, 0}
-        end
-      end
-      if write and cost > 0 then
-        commit(key, write, w2, w3, w4)
-      end
-      return {1, 0, now, server_now, ok, remaining, retry, reset, limit, g}
-    end
-    local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost, p)
-    if ok == 0 and not shadow then
-      return {0, 1, now, server_now, ok, remaining, retry, reset, limit}
-    end
-    if write and cost > 0 then
-      commit(key, write, w2, w3, w4)
-    end
-    return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
   end
 
   -- A check of a few compiled rules whose records are all complete, the engine's usual
@@ -373,7 +477,7 @@ local function main(KEYS, ARGV)
   local loaded
   local a = 7
   for r = 1, n do
-    local c = ready[ARGV[a]]
+    local c = ready[ARGV[a]] or boxed_ready[ARGV[a]]
     if c then
       local cost = cost_arg(ARGV[a + 1])
       if cost == nil then
@@ -383,11 +487,11 @@ local function main(KEYS, ARGV)
       a = a + 2
     else
       loaded = loaded or {}
-      local check, commit, refund, cost, shadow, p, next_a = rule_at(ARGV, r, a, loaded)
+      local check, commit, refund, cost, shadow, p, next_a, box = rule_at(ARGV, r, a, loaded)
       if check == nil then
         return redis.error_reply('RLCTL ' .. commit)
       end
-      c = {false, shadow, p, false, false, false, false, false, check, commit, refund}
+      c = {false, shadow, p, false, false, false, false, false, check, commit, refund, box = box}
       st[5 * r - 4] = cost
       a = next_a
     end
@@ -430,17 +534,17 @@ local function main(KEYS, ARGV)
 
   -- Phase 1: check every rule; no writes.
   local out = {0, 0, 0, 0}
-  local allowed, decider, granted
+  local allowed, decider, granted, offences
   if units then
     for r = 1, n do
       if st[5 * r - 4] * units > MAX_INT then
         return redis.error_reply('RLCTL rule ' .. r .. ': cost per unit times ' .. units .. ' units is above 2^53')
       end
     end
-    allowed, decider, granted = most(KEYS, rs, st, out, n, now, units)
+    allowed, decider, granted, offences = most(KEYS, rs, st, out, n, now, units)
     out[5 * n + 5] = granted
   else
-    allowed, decider = check_rules(KEYS, rs, st, out, n, now, 1)
+    allowed, decider, offences = check_rules(KEYS, rs, st, out, n, now, 1)
   end
 
   -- A call whose checks ran past its deadline charges nothing (see Errors above).
@@ -451,7 +555,14 @@ local function main(KEYS, ARGV)
     end
   end
 
-  -- Phase 2: all or nothing.
+  -- Phase 2: all or nothing; and every block the call starts (a denial by a boxed rule,
+  -- enforcing or shadow).
+  if offences then
+    for i = 1, #offences, 2 do
+      local r = offences[i]
+      box_offend(KEYS[r], now, offences[i + 1], rs[r].box, out, r)
+    end
+  end
   if allowed == 1 then
     for r = 1, n do
       local o = 5 * r

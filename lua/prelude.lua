@@ -27,7 +27,8 @@
 -- PROTOCOL is the version of the ARGV contract (dispatch.lua): its layout and the values
 -- each parameter kind takes. A caller of another version gets an error, never a misparse.
 -- 5: a parameter of kind 'nat' (fixed_window's and sliding_window's limit) may be 0.
-local PROTOCOL = "5"
+-- 6: a rule written out may carry a penalty box (flags bit 2, then its two values).
+local PROTOCOL = "6"
 local MAX_INT = 9007199254740992 -- 2^53
 -- call and redis_pcall are redis.call and redis.pcall; tonumber, type, floor and ceil the
 -- standard functions (math.floor, math.ceil): locals, which cost one register read where a
@@ -131,4 +132,23 @@ end
 -- expire_us does, in one SET … PX.
 local function set_us(key, value, us)
   call('SET', key, value, 'PX', ttl_ms(us))
+end
+
+-- Penalty box (a rule's block_for; see dispatch.lua's boxed). A boxed rule's key K has a
+-- further key K .. BOX, a string "<end> <length>": the instant (µs) its current or last
+-- block ends and that block's length. The rule's key is rendered with a hash tag around
+-- it (as for a plugin's further keys), so the box lives in its slot, and the name is no
+-- identifier, so no plugin's further key can take it.
+local BOX = ':!box'
+
+-- box_read returns the end and length of the last block of the rule whose key is key, or
+-- 0, 0 when it has none (no key, or a value of another layout, which the next block
+-- overwrites).
+local function box_read(key)
+  local v = redis_pcall('GET', key .. BOX)
+  if type(v) ~= 'string' then
+    return 0, 0
+  end
+  local u, b = string.match(v, '^(%d+) (%d+)$')
+  return tonumber(u) or 0, tonumber(b) or 0
 end
