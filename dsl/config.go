@@ -123,6 +123,10 @@ type Rule struct {
 	Cost *Expr
 	// Shadow rules are evaluated and charged, never enforced.
 	Shadow bool
+	// Box is the rule's penalty box (block_for, block_max): once the rule denies a key,
+	// the key's requests are denied until the block ends (see algorithms.Box). The zero
+	// Box is none.
+	Box algorithms.Box
 	// AcceptBound (accept_bound = true) accepts the bound above its limit that the rule's
 	// algorithm declares by design, such as fixed_window's 2× across a window boundary:
 	// rlctl verify reports traffic within that bound as a note, not a warning, so -strict

@@ -36,6 +36,8 @@
 //	    accept_bound = false       # accept the algorithm's declared bound (verify: a note); constant
 //	    stats_key = "edge.path"    # string: rlctl serve's envoyproxy/ratelimit statistics; default none
 //	    replaces  = ["per_ip"]     # rules of the policy that do not apply to a decision this one does
+//	    block_for = "15m"          # penalty box: a denial blocks the key this long; constant
+//	    block_max = "24h"          # optional: repeat offences double the block up to this
 //	    rate      = "10/s"         # the algorithm's parameters...
 //	    burst     = lookup(local.tiers, request.plan, 60)  # ...constants or expressions
 //	  }

@@ -37,6 +37,8 @@ var ruleAttrs = []hcl.AttributeSchema{
 	{Name: "accept_bound"},
 	{Name: "stats_key"},
 	{Name: "replaces"},
+	{Name: "block_for"},
+	{Name: "block_max"},
 }
 
 // validName is the form of policy, rule, scenario and traffic names: they appear in Redis
@@ -317,7 +319,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 	content, d = b.Body.Content(schema)
 	for _, x := range d {
 		if x.Summary == "Unsupported argument" || x.Summary == "Extraneous JSON object property" {
-			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound, stats_key and replaces; %s takes %s.", alg.Name, paramList(alg))
+			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound, stats_key, replaces, block_for and block_max; %s takes %s.", alg.Name, paramList(alg))
 		}
 	}
 	l.add(d...)
@@ -348,6 +350,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 	if a := content.Attributes["replaces"]; a != nil {
 		r.replaces = a
 	}
+	l.box(r, content)
 	if a := content.Attributes["stats_key"]; a != nil {
 		e, d := l.env.compile(a.Expr, requestScope, cty.String)
 		l.add(d...)
@@ -847,4 +850,37 @@ func (l *loader) cost(a *hcl.Attribute, r *Rule, capacity string, capValues []in
 		l.add(warnf(a.Expr.Range(), "Cost can exceed capacity", "The cost can be %d but rule %q's %s can be %d: such requests are always denied, with no retry-after. Lower the cost or raise %s.", maxCost, r.Name, capacity, minCap, capacity))
 	}
 	return e, minPositive
+}
+
+// box decodes a rule's penalty box: block_for (the block a denial starts) and block_max
+// (the ceiling repeat offences escalate to), constant durations.
+func (l *loader) box(r *Rule, content *hcl.BodyContent) {
+	bf, bm := content.Attributes["block_for"], content.Attributes["block_max"]
+	if bf == nil {
+		if bm != nil {
+			l.add(errorf(bm.NameRange, "block_max without block_for", "block_max is the ceiling repeat offences escalate to, so it needs the block itself: add block_for, such as block_for = \"1m\" with block_max = \"1h\", or remove block_max."))
+		}
+		return
+	}
+	if r.Algorithm.HasLease() {
+		l.add(errorf(bf.NameRange, "No penalty box on concurrency", "Rule %q limits requests in flight (%s), which a client cannot exceed by its rate: a request is refused only while others hold leases. A penalty box is for rates; remove block_for, or box a rate rule of the same key beside it.", r.Name, r.Algorithm.Name))
+		return
+	}
+	length, ok := l.duration(bf, false)
+	if !ok {
+		return
+	}
+	r.Box = algorithms.Box{For: length}
+	if bm == nil {
+		return
+	}
+	ceiling, ok := l.duration(bm, false)
+	if !ok {
+		return
+	}
+	if ceiling <= length {
+		l.add(errorf(bm.Expr.Range(), "block_max not above block_for", "block_max (%s) must be longer than block_for (%s): a repeat offence before block_max has passed since the last block ended gets twice that block, up to block_max. Raise block_max, or remove it for blocks of block_for every time.", formatDuration(ceiling), formatDuration(length)))
+		return
+	}
+	r.Box.Max = ceiling
 }

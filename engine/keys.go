@@ -14,13 +14,20 @@ import (
 //
 // With a shard, "{<shard>}" is the Redis Cluster hash tag: all of a request's keys in that
 // policy share one slot, so one call decides them atomically. Without one, each key hashes
-// whole and lands in a slot of its own; a rule whose algorithm uses further keys
-// (algorithms.Algorithm.Keys, a plugin's keys) is then written
+// whole and lands in a slot of its own.
 //
-//	rl:{<policy>:<rule>:<algorithm>:<key>}
+// A rule with further keys, those of its algorithm (algorithms.Algorithm.Keys, a plugin's
+// keys) or its penalty box (block_for: algorithms.Box), is written with its identity in
+// braces:
 //
-// the whole identity its hash tag, so that each further key, the rule's key, ':' and the
-// key's name, hashes to the rule key's slot.
+//	rl:{<shard>}:{<policy>:<rule>:<algorithm>:<key>}   with a shard
+//	rl:{<policy>:<rule>:<algorithm>:<key>}             without
+//
+// Each further key is the rule's key, ':' and the further key's name. Without a shard the
+// braces are the hash tag, so the further keys hash to the rule key's slot; with one, the
+// first braces are, and the second only close the rule's key: no rendered value holds a
+// brace (below), so no request's key, whatever it sends, equals another value's further
+// key (as "<key>:box" would without them).
 //
 // <algorithm> is the tag of the algorithm that reads and writes the key (AlgorithmTag), so a
 // rule's stored state is only ever read by the algorithm that wrote it: a rule that changes
@@ -130,11 +137,10 @@ func AlgorithmTag(a *algorithms.Algorithm) string {
 
 // renderKey appends to buf[:0] the Redis key of a rule for one request; tag is its
 // algorithm's AlgorithmTag, and shard is used only when sharded is true.
-// further is whether the rule's algorithm uses further keys: unsharded, its key is then
-// its own hash tag.
+// further is whether the rule uses further keys: its identity is then in braces.
 func renderKey(buf []byte, policy, rule, tag string, sharded bool, shard, key string, further bool) []byte {
 	buf = append(buf[:0], keyPrefix...)
-	wrap := further && !sharded
+	wrap := further
 	if sharded {
 		buf = append(buf, '{')
 		buf = shardTag(buf, shard)

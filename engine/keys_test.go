@@ -117,6 +117,28 @@ func TestHostileKeysKeepTheirSlot(t *testing.T) {
 	}
 }
 
+// TestFurtherKeysCannotBeForged: no value of a rule's key renders to the further key of
+// another value, such as a penalty box's "<key>:!box" or a plugin's "<key>:prev", whether
+// the policy is sharded or not: a client cannot reach, reset or overwrite another client's
+// block, or its own, by what it sends.
+func TestFurtherKeysCannotBeForged(t *testing.T) {
+	for _, sharded := range []bool{false, true} {
+		for _, v := range []string{"a", "", "a}", "{a}"} {
+			for _, name := range []string{"!box", "prev"} {
+				further := string(renderKey(nil, "p", "r", "gcra", sharded, "s", v, true)) + ":" + name
+				for _, forged := range []string{v + ":" + name, v + "}:" + name, v + "%7D:" + name} {
+					if k := string(renderKey(nil, "p", "r", "gcra", sharded, "s", forged, true)); k == further {
+						t.Fatalf("sharded %v: the value %q renders to %q, the further key %q of the value %q", sharded, forged, k, name, v)
+					}
+				}
+			}
+		}
+	}
+	if got, want := string(renderKey(nil, "api", "per_ip", "gcra", true, "acme", "u1", true)), "rl:{acme}:{api:per_ip:gcra:u1}"; got != want {
+		t.Fatalf("a sharded rule with further keys: %q, want %q", got, want)
+	}
+}
+
 // TestHashFormCannotBeForged: a short value that spells the hash form of a long one does
 // not share its key, nor does any value starting with '#'.
 func TestHashFormCannotBeForged(t *testing.T) {

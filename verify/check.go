@@ -256,6 +256,12 @@ func (c *checker) ruleGroup(p *dsl.Policy, ru *dsl.Rule, w []int64, i int) *grou
 			return []Result{r}, err
 		}})
 	}
+	if ru.Box.For > 0 {
+		gr.tasks = append(gr.tasks, &task{do: func(c *checker) ([]Result, error) {
+			r, err := c.penaltyBox(p, ru, w, i, params)
+			return []Result{r}, err
+		}})
+	}
 	sub := c.subject(p, ru, w, i)
 	// The race waits for the traces only when an interleaving raised an error. The
 	// traces are listed first, so a worker has taken them: the wait ends.
@@ -324,13 +330,16 @@ func (c *checker) rig() (*rig, error) {
 // it enforced, so its calls write it out, unshadowed.
 func (c *checker) subject(p *dsl.Policy, ru *dsl.Rule, w []int64, i int) *subject {
 	key := fmt.Sprintf("rl:verify:%s:%s:%d", p.Name, ru.Name, i)
-	if len(ru.Algorithm.Keys) > 0 {
-		// Its further keys share its slot, as the engine renders such a rule's key.
+	if len(ru.Algorithm.Keys) > 0 || ru.Box.For > 0 {
+		// Its further keys (a box's too) share its slot, as the engine renders such a
+		// rule's key.
 		key = fmt.Sprintf("rl:verify:{%s:%s:%d}", p.Name, ru.Name, i)
 	}
 	sub := newSubject(ru.Algorithm, w, key)
 	sub.slack = p.ClockSkew
-	if !ru.Shadow {
+	// A boxed rule's own properties are its algorithm's, checked without the box, whose
+	// property (penaltyBox) runs the compiled rule.
+	if !ru.Shadow && ru.Box.For == 0 {
 		sub.compiled = c.plan.Compiled(ru)
 	}
 	return sub

@@ -26,6 +26,7 @@ const (
 	PropRace        = "race"
 	PropRaceCluster = "race (cluster)"
 	PropRaceCommand = "race (redis.call)"
+	PropBox         = "penalty box"
 )
 
 // Statements of the properties, as Results carry them. The limit property's statement
