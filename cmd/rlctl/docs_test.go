@@ -62,6 +62,19 @@ func TestDocsPlugins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkBlocks(t, abs, "docs/plugins.md", blocks)
+	if !strings.Contains(string(doc), algorithms.CheckContract) {
+		t.Errorf("docs/plugins.md does not quote algorithms.CheckContract: %q", algorithms.CheckContract)
+	}
+	t.Run("commands", func(t *testing.T) { checkCommands(t, region(t, string(doc), "commands")) })
+	t.Run("forbidden", func(t *testing.T) { checkForbidden(t, region(t, string(doc), "forbidden")) })
+	t.Run("statements", func(t *testing.T) { checkStatements(t, abs, region(t, string(doc), "statements")) })
+	t.Run("properties", func(t *testing.T) { checkProperties(t, abs, region(t, string(doc), "properties")) })
+}
+
+// checkBlocks checks the fenced blocks of the page name (relative to the repository's
+// root, abs), as TestDocsPlugins describes.
+func checkBlocks(t *testing.T, abs, name string, blocks []docBlock) {
 	for _, b := range blocks {
 		t.Run(fmt.Sprintf("line_%d", b.line), func(t *testing.T) {
 			kind, arg, _ := strings.Cut(b.marker, ": ")
@@ -79,17 +92,31 @@ func TestDocsPlugins(t *testing.T) {
 				t.Chdir(abs)
 				checkSession(t, b.text)
 			default:
-				t.Errorf("docs/plugins.md:%d: a ```%s block with marker %q: nothing checks it", b.line, b.lang, b.marker)
+				t.Errorf("%s:%d: a ```%s block with marker %q: nothing checks it", name, b.line, b.lang, b.marker)
 			}
 		})
 	}
-	if !strings.Contains(string(doc), algorithms.CheckContract) {
-		t.Errorf("docs/plugins.md does not quote algorithms.CheckContract: %q", algorithms.CheckContract)
+}
+
+// TestDocsRuntime holds docs/runtime.md to the repository, as TestDocsPlugins does its
+// page: every fenced block is an excerpt of a file or a session whose output it quotes.
+func TestDocsRuntime(t *testing.T) {
+	if raceEnabled {
+		t.Skip("runs verify at its default budget; checked without the race detector (make proofs)")
 	}
-	t.Run("commands", func(t *testing.T) { checkCommands(t, region(t, string(doc), "commands")) })
-	t.Run("forbidden", func(t *testing.T) { checkForbidden(t, region(t, string(doc), "forbidden")) })
-	t.Run("statements", func(t *testing.T) { checkStatements(t, abs, region(t, string(doc), "statements")) })
-	t.Run("properties", func(t *testing.T) { checkProperties(t, abs, region(t, string(doc), "properties")) })
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "runtime.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := fencedBlocks(t, "docs/runtime.md", string(doc))
+	if len(blocks) < 3 {
+		t.Fatalf("only %d fenced blocks in docs/runtime.md", len(blocks))
+	}
+	checkBlocks(t, abs, "docs/runtime.md", blocks)
 }
 
 // TestDocsPluginVerifies: the guide's plugin policy passes verify at its default budget
