@@ -73,3 +73,7 @@ func offend(r RuleResult, length int64) RuleResult {
 // boxSuffix ends the key of a boxed rule's block: the rule's key, then this (prelude.lua's
 // BOX).
 const boxSuffix = ":!box"
+
+// BoxKey returns the key that holds the block of the boxed rule whose key is ruleKey:
+// deleting it unblocks the key and forgets its last block.
+func BoxKey(ruleKey string) string { return ruleKey + boxSuffix }

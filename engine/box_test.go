@@ -76,6 +76,13 @@ func TestPenaltyBox(t *testing.T) {
 			decide("forgiven", ip, true, 0)
 			decide("forgiven, 2nd", ip, true, 0)
 			decide("a first offence again", ip, false, 10*time.Second)
+			// Reset unblocks, and forgets the last block: the next offence is a first.
+			if err := e.Reset(ctx, ip); err != nil {
+				t.Fatal(err)
+			}
+			decide("reset", ip, true, 0)
+			decide("reset, 2nd", ip, true, 0)
+			decide("an offence after the reset", ip, false, 10*time.Second)
 		})
 	}
 }

@@ -463,7 +463,8 @@ func merge(all []pending) (uniq []pending, fan []int, err error) {
 	return uniq, fan, nil
 }
 
-// Reset deletes the state of every rule that applies to r, as if it had never been seen.
+// Reset deletes the state of every rule that applies to r, as if it had never been seen:
+// its counters, and a boxed rule's block and the record of its last one (it unblocks).
 func (e *Engine) Reset(ctx context.Context, r dsl.Request) error {
 	rules, _, _, err := e.collect(r, 0, 0, nil, nil)
 	if err != nil {
@@ -476,6 +477,9 @@ func (e *Engine) Reset(ctx context.Context, r dsl.Request) error {
 		keys = append(keys, k)
 		for _, name := range rules[i].rule.Algorithm.Keys {
 			keys = append(keys, k+":"+name) // the plugin's subkey(key, name)
+		}
+		if rules[i].rule.Box.For > 0 {
+			keys = append(keys, algorithms.BoxKey(k))
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)

@@ -54,8 +54,7 @@
 -- under EVAL, so nothing a plugin keeps outlives its call.
 
 -- boxed_ready holds the complete records (see ready) of compiled rules with a penalty box,
--- which the one-rule path and the unrolled stacks (which find their rules in ready) leave
--- to the general path.
+-- which the unrolled stacks (which find their rules in ready) leave to the general path.
 local boxed_ready = {}
 
 -- rule_at parses the rule whose values start at ARGV[a], rule r of the call, using
@@ -305,24 +304,67 @@ local function most(KEYS, rs, st, out, n, now, units)
   return allowed, decider, g, offences
 end
 
+-- one_boxed is one (below) for a rule with a penalty box: the rule's check, then its box
+-- (boxed), charged when allowed, the block an offence starts written when the call ends
+-- (box_offend), as the general path decides a call of one rule.
+local function one_boxed(key, op, units, now, server_now, check, commit, refund, cost, shadow, p, box)
+  if op == 'refund' then
+    if refund and cost > 0 then
+      refund(key, now, cost, p)
+    end
+    return {1, 0, now, server_now}
+  end
+  local g = units or 1
+  if cost * g > MAX_INT then
+    return redis.error_reply('RLCTL rule 1: cost per unit times ' .. g .. ' units is above 2^53')
+  end
+  local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * g, p)
+  local len, blocked
+  ok, remaining, retry, reset, len, blocked = boxed(key, now, cost * g, box, ok, remaining, retry, reset)
+  if units and ok == 0 and not shadow then
+    -- most, for one rule: the grant the rule's remaining allows, or one unit.
+    g = fewer(units, remaining, cost)
+    if g < 1 then
+      g = 1
+    end
+    ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * g, p)
+    ok, remaining, retry, reset, len, blocked = boxed(key, now, cost * g, box, ok, remaining, retry, reset)
+  end
+  local out = {1, 0, now, server_now, ok, remaining, retry, reset, limit}
+  if ok == 0 and not shadow then
+    out[1], out[2], g = 0, 1, 0
+  end
+  if len > 0 then
+    box_offend(key, now, len, box, out, 1)
+  end
+  if out[1] == 1 and write and not blocked and cost > 0 then
+    commit(key, write, w2, w3, w4)
+  end
+  if units then
+    out[10] = g
+  end
+  return out
+end
+
 -- one decides a call of one rule (op "check", "refund" or most when units is set) without
--- the general path's tables, and returns its reply; or nothing, having touched nothing,
--- when the rule has a penalty box, which the general path decides.
+-- the general path's tables, and returns its reply (one_boxed's for a rule with a penalty
+-- box).
 local function one(KEYS, ARGV, op, units, now, server_now)
   local key = KEYS[1]
   local check, commit, refund, cost, shadow, p
   -- A compiled rule whose record is complete (a built-in's, nothing varying per
   -- request, validated on its first call) is found in one lookup, under FCALL where
   -- the records outlive a call.
-  local c = ready[ARGV[7]]
+  local c = ready[ARGV[7]] or boxed_ready[ARGV[7]]
+  local box
   if c and #ARGV == 8 then
     cost = cost_arg(ARGV[8])
     if cost then
-      check, commit, refund, shadow, p = c[9], c[10], c[11], c[2], c[3]
+      check, commit, refund, shadow, p, box = c[9], c[10], c[11], c[2], c[3], c.box
     end
   end
   if check == nil then
-    local a, box
+    local a
     check, commit, refund, cost, shadow, p, a, box = rule_at(ARGV, 1, 7, {})
     if check == nil then
       return redis.error_reply('RLCTL ' .. commit)
@@ -330,9 +372,9 @@ local function one(KEYS, ARGV, op, units, now, server_now)
     if a - 1 ~= #ARGV then
       return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
     end
-    if box then
-      return
-    end
+  end
+  if box then
+    return one_boxed(key, op, units, now, server_now, check, commit, refund, cost, shadow, p, box)
   end
   if op == 'refund' then
     if refund and cost > 0 then
@@ -448,13 +490,9 @@ local function main(KEYS, ARGV)
     return redis.error_reply('RLCTL rule count ' .. tostring(ARGV[6]) .. ' does not match ' .. #KEYS .. ' keys')
   end
 
-  -- A call of one rule, the common case, needs none of the tables of a stack (below),
-  -- unless the rule has a penalty box.
-  if n == 1 and not boxed_ready[ARGV[7]] then
-    local out = one(KEYS, ARGV, op, units, now, server_now)
-    if out then
-      return out
-    end
+  -- A call of one rule, the common case, needs none of the tables of a stack (below).
+  if n == 1 then
+    return one(KEYS, ARGV, op, units, now, server_now)
   end
 
   -- A check of a few compiled rules whose records are all complete, the engine's usual
