@@ -32,9 +32,10 @@ var openapi []byte
 //	POST /v1/decide   decide and charge one request, or several as one (engine.AllowAll);
 //	                  with at_most, grant the most of one request's cost that fits
 //	                  (engine.AllowAtMost)
-//	POST /v1/peek     what /v1/decide would answer, charging nothing
+//	POST /v1/peek     what /v1/decide would answer, charging nothing (a penalty box's
+//	                  block shows as a denial until it ends)
 //	POST /v1/release  give back the concurrency leases of an allowed decision
-//	POST /v1/reset    forget a request's counters (engine.Reset): every key of the
+//	POST /v1/reset    forget a request's counters and blocks (engine.Reset): every key of the
 //	                  rules that apply to it starts afresh; callers with the admin
 //	                  right only (Config.Admin: 403 otherwise), each reset logged
 //	POST /json        Envoy's RateLimitRequest in protobuf's JSON form, answered as

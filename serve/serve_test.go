@@ -682,3 +682,53 @@ policy "login" {
 		})
 	}
 }
+
+// TestHTTPPenaltyBox: a boxed rule's offence blocks the key through the HTTP API; a peek
+// (read right) shows the block, charging nothing; a reset (admin right) unblocks it.
+func TestHTTPPenaltyBox(t *testing.T) {
+	const policy = `
+policy "login" {
+  rule "per_user" {
+    algorithm = "fixed_window"
+    key       = request.user
+    when      = request.user != ""
+    limit     = 2
+    window    = "1m"
+    block_for = "1h"
+  }
+}
+`
+	for _, backend := range backendNames {
+		t.Run(backend, func(t *testing.T) {
+			f := startWith(t, backend, map[string]string{"login.hcl": policy}, func(c *Config) {
+				c.Admin = func(r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer ops" }
+			})
+			var d decisionBody
+			for range 3 {
+				f.post(t, "/v1/decide", `{"attributes": {"user": "alice"}}`, &d)
+			}
+			hour := time.Hour.Milliseconds()
+			if d.Allowed || d.RetryAfterMs < hour-1000 || d.RetryAfterMs > hour {
+				t.Fatalf("the offence: %+v, want denied for the hour's block", d)
+			}
+			var p decisionBody
+			if f.post(t, "/v1/peek", `{"attributes": {"user": "alice"}}`, &p); p.Allowed || p.RetryAfterMs < hour-1000 || p.Rules[0].Remaining != 0 {
+				t.Fatalf("peek of a blocked key: %+v, want the block", p)
+			}
+			req, _ := http.NewRequest("POST", f.url+"/v1/reset", strings.NewReader(`{"attributes": {"user": "alice"}}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer ops")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("reset: %d", resp.StatusCode)
+			}
+			if f.post(t, "/v1/decide", `{"attributes": {"user": "alice"}}`, &d); !d.Allowed || d.Rules[0].Remaining != 1 {
+				t.Fatalf("after the reset: %+v, want unblocked with a fresh counter", d)
+			}
+		})
+	}
+}
