@@ -200,6 +200,12 @@ func (l *loader) ruleWork(r *Rule, wires [][][]int64, minCost int64, budget Budg
 			break
 		}
 	}
+	if r.Box.For > 0 {
+		// A penalty box reads its block (a GET of one string) and an offence writes it (a
+		// SET): its key is a small string of its own, not counted in the rule key's memory.
+		worst.Commands += 2
+		worst.Elements += 2
+	}
 	r.Work = &worst
 	overWork, overMemory := worst.Steps() > budget.Work, worst.Memory > budget.Memory
 	if !overWork && !overMemory {

@@ -147,7 +147,8 @@ type Rule struct {
 	// parameter is Const {0}: the engine supplies the lease.
 	Params []*Param
 	// Work is the rule's worst case on Redis, for every value its parameters can take and
-	// requests of its smallest cost (see algorithms.Costs); nil when a parameter's values
+	// requests of its smallest cost (see algorithms.Costs), its penalty box's commands
+	// included; nil when a parameter's values
 	// are not known at load time or the algorithm declares none (a plugin without a work
 	// block).
 	Work      *algorithms.Work
