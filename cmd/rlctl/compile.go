@@ -121,6 +121,10 @@ type ruleOut struct {
 	When      string `json:"when,omitempty"`
 	Cost      string `json:"cost"`
 	Shadow    bool   `json:"shadow,omitempty"`
+	// BlockFor and BlockMax are the rule's penalty box (block_for, block_max) as written in
+	// policies ("1m"); absent without one.
+	BlockFor string `json:"block_for,omitempty"`
+	BlockMax string `json:"block_max,omitempty"`
 	// Limit is the rule's limit in words, as simulate and verify show it ("20/h, burst
 	// 5"); "" when a parameter is evaluated per request.
 	Limit  string     `json:"limit,omitempty"`
@@ -173,6 +177,13 @@ func describe(cfg *dsl.Config, plan *engine.Plan) planOut {
 		for _, r := range p.Rules {
 			ro := ruleOut{Name: r.Name, Algorithm: r.Algorithm.Name, When: src(r.When), Cost: or(src(r.Cost), "1"), Shadow: r.Shadow}
 			argv := []string{r.Algorithm.Name, "<cost>", "<flags: 1=shadow>"}
+			if b := r.Box; b.For > 0 {
+				ro.BlockFor = algorithms.FormatDuration(b.For)
+				if b.Escalates() {
+					ro.BlockMax = algorithms.FormatDuration(b.Max)
+				}
+				argv = []string{r.Algorithm.Name, "<cost>", "<flags: 2=box, +1=shadow>", fmt.Sprint(b.For), fmt.Sprint(b.Max)}
+			}
 			var wire []int64 // nil once a parameter is evaluated per request
 			for _, pr := range r.Params {
 				if pr.Const == nil {
@@ -206,7 +217,13 @@ func describe(cfg *dsl.Config, plan *engine.Plan) planOut {
 			if p.Shard != nil {
 				key += "{" + keyPart(cfg, p.Shard) + "}:"
 			}
-			ro.Key = key + p.Name + ":" + r.Name + ":" + engine.AlgorithmTag(r.Algorithm) + ":" + keyPart(cfg, r.Key)
+			id := p.Name + ":" + r.Name + ":" + engine.AlgorithmTag(r.Algorithm) + ":" + keyPart(cfg, r.Key)
+			if len(r.Algorithm.Keys) > 0 || r.Box.For > 0 {
+				// Further keys (a plugin's, a box): the identity in braces (see engine's key
+				// layout).
+				id = "{" + id + "}"
+			}
+			ro.Key = key + id
 			ro.Argv = argv
 			switch w := r.Work; {
 			case w != nil:
@@ -318,6 +335,13 @@ func printPlan(e *env, p planOut, from string) {
 			attr("    ", "cost", r.Cost)
 			for _, pr := range r.Params {
 				attr("    ", pr.Name, pr.Value)
+			}
+			if r.BlockFor != "" {
+				block := r.BlockFor + " after a denial"
+				if r.BlockMax != "" {
+					block += ", twice the last block up to " + r.BlockMax + " on a repeat offence"
+				}
+				attr("    ", "block", block)
 			}
 			attr("    ", "key", r.Key)
 			attr("    ", "argv", strings.Join(r.Argv, " "))

@@ -48,6 +48,10 @@ Per rule (for each parameter value its expressions take in the files' scenarios)
   race (redis.call)  the algorithm's commands run as separate commands by concurrent
                      clients: the interleaving that breaks the limit (a note: this is why
                      each request is one script call)
+  penalty box        with block_for: a denial blocks the key exactly until the block ends
+                     (never a microsecond short or long), retry-after the block's end,
+                     repeat offences escalating as block_max says (docs/runtime.md); the
+                     rule's other properties are checked without its box
 Per policy:
   atomicity          allowed exactly when every enforcing rule allows; a denied request
                      changes no rule's key
