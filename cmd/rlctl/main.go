@@ -85,7 +85,7 @@ func run(args []string, e *env) int {
 	c := lookup(args[0])
 	if c == nil {
 		fmt.Fprintf(e.stderr, "rlctl: error: unknown command %q\n", args[0])
-		if s := closest(args[0]); s != "" {
+		if s := closest(args[0], false); s != "" {
 			fmt.Fprintf(e.stderr, "rlctl: hint: did you mean %q?\n", s)
 		}
 		fmt.Fprintf(e.stderr, "rlctl: hint: run 'rlctl help' for the list of commands\n")
@@ -117,13 +117,58 @@ func lookup(name string) *command {
 	return nil
 }
 
-func closest(name string) string {
+// closest returns the command (or, with topicsToo, the command or help topic) name was
+// probably meant to be: one it is a prefix of or that is a prefix of it, else the nearest
+// within a few edits (a letter added, dropped, changed, or two swapped: "simualte" is
+// simulate), or "".
+func closest(name string, topicsToo bool) string {
+	var names []string
 	for _, c := range commands {
-		if strings.HasPrefix(c.name, name) || strings.HasPrefix(name, c.name) {
-			return c.name
+		names = append(names, c.name)
+	}
+	if topicsToo {
+		for _, t := range topics {
+			names = append(names, t.name)
 		}
 	}
-	return ""
+	for _, n := range names {
+		if name != "" && (strings.HasPrefix(n, name) || strings.HasPrefix(name, n)) {
+			return n
+		}
+	}
+	best, bestD := "", max(2, len(name)/3)+1
+	for _, n := range names {
+		if d := edits(name, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// edits is the optimal string alignment distance between a and b: the fewest insertions,
+// deletions, substitutions and swaps of adjacent bytes that turn a into b.
+func edits(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 func usage(w io.Writer) {
@@ -305,6 +350,9 @@ var cmdHelp = &command{
 			c := lookup(args[0])
 			if c == nil {
 				fmt.Fprintf(e.stderr, "rlctl: error: unknown command or topic %q\n", args[0])
+				if s := closest(args[0], true); s != "" {
+					fmt.Fprintf(e.stderr, "rlctl: hint: did you mean %q?\n", s)
+				}
 				return errUsage
 			}
 			writeHelp(e.stdout, c)
