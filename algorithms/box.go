@@ -55,11 +55,17 @@ func (b Box) apply(r RuleResult, rec boxRecord, now, cost int64) (out RuleResult
 	if r.Allowed || cost == 0 || r.RetryAfter == Never {
 		return r, false, 0
 	}
-	length = b.For
-	if b.Escalates() && rec.end > 0 && now < rec.end+b.Max {
-		length = min(max(2*rec.length, b.For), b.Max)
+	return r, false, b.Length(rec.end, rec.length, now)
+}
+
+// Length is the length of the block an offence at now starts, for a key whose last block
+// ended at lastEnd and lasted lastLength (0, 0: none): For, or when the box escalates and
+// now is before lastEnd+Max, twice lastLength, at least For and at most Max.
+func (b Box) Length(lastEnd, lastLength, now int64) int64 {
+	if b.Escalates() && lastEnd > 0 && now < lastEnd+b.Max {
+		return min(max(2*lastLength, b.For), b.Max)
 	}
-	return r, false, length
+	return b.For
 }
 
 // offend is what a block of length starting now does to the rule's reported verdict.

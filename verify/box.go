@@ -24,11 +24,10 @@ type boxOutcome struct {
 // key, and the same algorithm and parameters without the box (its twin) on another, which
 // gets every request the box's record says is not blocked, and a peek for the others.
 type boxRun struct {
-	box     algorithms.Box
-	boxed   algorithms.Rule // Key, Algorithm, Params, Box (or Compiled); Cost per step
-	twin    algorithms.Rule
-	slack   int64
-	checker *checker
+	box   algorithms.Box
+	boxed algorithms.Rule // Key, Algorithm, Params, Box (or Compiled); Cost per step
+	twin  algorithms.Rule
+	slack int64
 }
 
 // boxRecord is the statement's account of the key's last block.
@@ -36,11 +35,7 @@ type boxRecord struct{ end, length int64 }
 
 // offence returns the length of the block an offence at t starts after last.
 func (r *boxRun) offence(last boxRecord, t int64) int64 {
-	b := r.box
-	if b.Escalates() && last.end > 0 && t < last.end+b.Max {
-		return min(max(2*last.length, b.For), b.Max)
-	}
-	return b.For
+	return r.box.Length(last.end, last.length, t)
 }
 
 // step runs st on g after the record rec (the statement's), and returns its outcome, the
@@ -164,11 +159,10 @@ func (c *checker) penaltyBox(p *dsl.Policy, ru *dsl.Rule, w []int64, i int, para
 	sub := c.subject(p, ru, w, i)
 	key := fmt.Sprintf("rl:verify:{%s:%s:%d:box}", p.Name, ru.Name, i)
 	r := &boxRun{
-		box:     ru.Box,
-		boxed:   algorithms.Rule{Key: key, Algorithm: ru.Algorithm, Params: w, Box: ru.Box},
-		twin:    algorithms.Rule{Key: fmt.Sprintf("rl:verify:{%s:%s:%d:alone}", p.Name, ru.Name, i), Algorithm: ru.Algorithm, Params: w},
-		slack:   p.ClockSkew,
-		checker: c,
+		box:   ru.Box,
+		boxed: algorithms.Rule{Key: key, Algorithm: ru.Algorithm, Params: w, Box: ru.Box},
+		twin:  algorithms.Rule{Key: fmt.Sprintf("rl:verify:{%s:%s:%d:alone}", p.Name, ru.Name, i), Algorithm: ru.Algorithm, Params: w},
+		slack: p.ClockSkew,
 	}
 	if cr := c.plan.Compiled(ru); cr != nil && !ru.Shadow {
 		// What production runs: the rule as compiled into the plan's script.
