@@ -18,6 +18,8 @@ type Compiled struct {
 	Shadow    bool
 	// Box is the rule's penalty box, a constant of the script; the zero Box is none.
 	Box Box
+	// Overridable rules read their key's override (Rule.Overridable); built-ins only.
+	Overridable bool
 	// Params holds Algorithm.WireLen() wire values; the values at Vary positions are
 	// placeholders (0).
 	Params []int64
@@ -40,6 +42,9 @@ func (c *Compiled) check(algs []*Algorithm) (*Compiled, error) {
 	}
 	if err := c.Box.check(); err != nil {
 		return nil, err
+	}
+	if c.Overridable && !c.Algorithm.Overridable() {
+		return nil, fmt.Errorf("%s takes no overrides", c.Algorithm.Name)
 	}
 	if len(c.Params) != c.Algorithm.WireLen() {
 		return nil, fmt.Errorf("%s takes %d parameter values, got %d", c.Algorithm.Name, c.Algorithm.WireLen(), len(c.Params))
@@ -76,7 +81,8 @@ func IsBuiltin(a *Algorithm) bool { return slices.Contains(builtin, a) }
 
 // compiledRules writes compiled_rule(name), which returns the compiled rule a call names
 // "@k" as {algorithm name, shadow, parameters, varying positions, shared, builtin}, with
-// box = {length, ceiling} for a rule with a penalty box: shared when nothing varies and
+// box = {length, ceiling} for a rule with a penalty box and ovr = true for an overridable
+// one: shared when nothing varies and
 // the algorithm is a built-in, whose functions never modify their parameters, so every
 // call may use the same table. The records are built on first use and
 // kept under the name "@k" (the dispatcher adds the built-in's functions to them): once per
@@ -125,6 +131,9 @@ func ruleRecord(c *Compiled) string {
 	box := ""
 	if c.Box.For > 0 {
 		box = fmt.Sprintf(", box = {%d, %d}", c.Box.For, c.Box.Max)
+	}
+	if c.Overridable {
+		box += ", ovr = true"
 	}
 	return fmt.Sprintf("{'%s', %t, {%s}, {%s}, %t, %t%s}", c.Algorithm.Name, c.Shadow, strings.Join(params, ", "), strings.Join(vary, ", "), shared, builtin, box)
 }

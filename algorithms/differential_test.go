@@ -32,6 +32,7 @@ func sameAlgorithm(a *Algorithm) func(*rand.Rand, string) []traceKey {
 		for i := range keys {
 			keys[i] = traceKey{key: fmt.Sprintf("%sk%d", prefix, i), alg: a, params: randomParams(rng, a)}
 			keys[i].box = randomBox(rng, a, keys[i].params)
+			keys[i].ovr = a.Overridable() && rng.IntN(3) == 0
 			keys[i].key = boxedKey(keys[i])
 		}
 		return keys
@@ -45,6 +46,7 @@ func mixed(rng *rand.Rand, prefix string) []traceKey {
 		a := builtin[rng.IntN(len(builtin))]
 		keys[i] = traceKey{key: fmt.Sprintf("%sk%d", prefix, i), alg: a, params: randomParams(rng, a)}
 		keys[i].box = randomBox(rng, a, keys[i].params)
+		keys[i].ovr = a.Overridable() && rng.IntN(3) == 0
 		keys[i].key = boxedKey(keys[i])
 	}
 	return keys

@@ -7,7 +7,7 @@ import (
 )
 
 // A compiled rule of gcra, token_bucket, leaky_bucket, fixed_window or sliding_window,
-// with nothing varying per request, gets a check and commit of its own: straight-line Lua
+// with nothing varying per request and no override, gets a check and commit of its own: straight-line Lua
 // of its algorithm, made by a factory (one per algorithm in a script, fast_<name>) from the
 // rule's parameters and what the algorithm derives from them, held as upvalues. They do the
 // same reads and writes and return the same results as the algorithm's check(key, now,
@@ -26,7 +26,7 @@ import (
 // fastCall returns the factory that makes c's check and commit and its arguments, or "" and
 // nil when c gets none.
 func fastCall(c *Compiled) (factory string, args []int64) {
-	if !IsBuiltin(c.Algorithm) || len(c.Vary) > 0 || c.Algorithm.Validate(c.Params) != nil {
+	if !IsBuiltin(c.Algorithm) || len(c.Vary) > 0 || c.Overridable || c.Algorithm.Validate(c.Params) != nil {
 		return "", nil
 	}
 	p := c.Params

@@ -21,6 +21,15 @@ type state interface {
 	charge(now, cost int64, lease string) state
 	empty(now int64) bool
 	refund(now, cost int64, lease string) state
+	// retune is the state at now in the parameters w (an override's change; see Override).
+	retune(now int64, w []int64) state
+}
+
+// ceilRat is the smallest integer at least a.
+func ceilRat(a *big.Rat) int64 {
+	q := new(big.Int).Neg(a.Num())
+	q.Div(q, a.Denom()) // floor(-a), Euclidean division by a positive denominator
+	return -q.Int64()
 }
 
 func newState(a *Algorithm, w []int64) (state, error) {
@@ -97,6 +106,7 @@ func (s fixedState) charge(now, cost int64, _ string) state {
 	s.n, s.w = s.count(now)+cost, s.win(now)
 	return s
 }
+func (s fixedState) retune(_ int64, w []int64) state { s.limit = w[0]; return s }
 func (s fixedState) refund(now, cost int64, _ string) state {
 	if s.count(now) > 0 {
 		s.n = max(0, s.n-cost)
@@ -136,6 +146,7 @@ func (s logState) charge(now, cost int64, _ string) state {
 	s.times = kept
 	return s
 }
+func (s logState) retune(_ int64, w []int64) state { s.limit = w[0]; return s }
 func (s logState) refund(now, cost int64, _ string) state {
 	kept := slices.Clone(s.times)
 	for i := len(kept) - 1; i >= 0 && cost > 0; i-- {
@@ -186,6 +197,7 @@ func (s windowState) charge(now, cost int64, _ string) state {
 	s.w, s.c, s.p = floorDiv(s.eff(now), s.window), cur+cost, prev
 	return s
 }
+func (s windowState) retune(_ int64, w []int64) state { s.limit = w[0]; return s }
 func (s windowState) refund(now, cost int64, _ string) state {
 	switch floorDiv(now, s.window) {
 	case s.w:
@@ -213,6 +225,18 @@ func (s bucketState) allowed(now, cost int64) bool { return atLeast(s.at(now), c
 func (s bucketState) empty(now int64) bool         { return s.at(now).Cmp(rat(s.cap)) == 0 }
 func (s bucketState) charge(now, cost int64, _ string) state {
 	s.tokens, s.t = sub(s.at(now), rat(cost)), max(s.t, now)
+	return s
+}
+
+// retune carries the tokens used, rounded up and at most the new capacity.
+func (s bucketState) retune(now int64, w []int64) state {
+	used := min(ceilRat(sub(rat(s.cap), s.at(now))), w[0])
+	s.cap, s.rate, s.period = w[0], w[1], w[2]
+	if used <= 0 {
+		s.tokens, s.t = rat(s.cap), 0
+		return s
+	}
+	s.tokens, s.t = rat(s.cap-used), max(s.t, now)
 	return s
 }
 
@@ -248,6 +272,18 @@ func (s leakyState) charge(now, cost int64, _ string) state {
 	return s
 }
 
+// retune carries the level, rounded up and at most the new capacity.
+func (s leakyState) retune(now int64, w []int64) state {
+	used := min(ceilRat(s.at(now)), w[0])
+	s.cap, s.rate, s.period = w[0], w[1], w[2]
+	if used <= 0 {
+		s.level, s.t = rat(0), 0
+		return s
+	}
+	s.level, s.t = rat(used), max(s.t, now)
+	return s
+}
+
 // refund takes cost back out; a bucket it empties has no time, as for token_bucket.
 func (s leakyState) refund(now, cost int64, _ string) state {
 	s.level, s.t = maxRat(rat(0), sub(s.at(now), rat(cost))), max(s.t, now)
@@ -279,6 +315,19 @@ func (s gcraState) charge(now, cost int64, _ string) state {
 	s.tat = add(add(rat(now), s.delay(now)), mul(rat(cost), frac(s.period, s.rate)))
 	return s
 }
+
+// retune carries the cells used, D/T rounded up and at most the new burst.
+func (s gcraState) retune(now int64, w []int64) state {
+	used := min(ceilRat(mul(s.delay(now), frac(s.rate, s.period))), w[2])
+	s.rate, s.period, s.burst = w[0], w[1], w[2]
+	if used <= 0 {
+		s.tat = nil
+		return s
+	}
+	s.tat = add(rat(now), mul(rat(used), frac(s.period, s.rate)))
+	return s
+}
+
 func (s gcraState) refund(now, cost int64, _ string) state {
 	if s.tat == nil || s.tat.Cmp(rat(now)) < 0 {
 		return s
@@ -327,6 +376,7 @@ func (s leaseState) charge(now, cost int64, id string) state {
 	s.leases = next
 	return s
 }
+func (s leaseState) retune(_ int64, w []int64) state { s.max, s.ttl = w[0], w[1]; return s }
 func (s leaseState) refund(now, cost int64, id string) state {
 	next := maps.Clone(s.leases)
 	delete(next, lease{id, cost})
@@ -394,11 +444,14 @@ type Oracle struct {
 	states map[string]state
 	algs   map[string]string
 	boxes  map[string]boxRecord // each boxed rule key's last block
+	// overrides holds each overridable rule key's override; its state is in the
+	// override's figures while it is here.
+	overrides map[string]Override
 }
 
 // NewOracle returns an empty reference keyspace.
 func NewOracle() *Oracle {
-	return &Oracle{states: map[string]state{}, algs: map[string]string{}, boxes: map[string]boxRecord{}}
+	return &Oracle{states: map[string]state{}, algs: map[string]string{}, boxes: map[string]boxRecord{}, overrides: map[string]Override{}}
 }
 
 func (o *Oracle) state(r *Rule) (state, error) {
@@ -433,7 +486,27 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 		if err != nil {
 			return Reply{}, err
 		}
+		if r := &c.Rules[i]; r.Overridable {
+			// An override whose Until has come ends: the state at Until, in the rule's figures.
+			if ov, ok := o.overrides[r.Key]; ok && ov.Until != 0 && c.Now >= ov.Until {
+				s = s.retune(ov.Until, r.Params)
+				o.states[r.Key] = s
+				delete(o.overrides, r.Key)
+			}
+		}
 		states[i] = s
+	}
+	if c.Op == OpOverride {
+		r := c.Rules[0]
+		figures := r.Params
+		if c.Override != nil {
+			figures = c.Override.Params
+			o.overrides[r.Key] = Override{Until: c.Override.Until, Params: slices.Clone(figures)}
+		} else {
+			delete(o.overrides, r.Key)
+		}
+		o.states[r.Key] = states[0].retune(c.Now, figures)
+		return Reply{Allowed: true, Now: c.Now}, nil
 	}
 	if c.Op == OpRefund {
 		for i, r := range c.Rules {

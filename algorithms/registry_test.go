@@ -39,6 +39,9 @@ var protocolKinds = map[string]string{
 	"5": "fixed_window nat pos; sliding_log pos pos; sliding_window nat pos; token_bucket pos pos pos; leaky_bucket pos pos pos; gcra pos pos pos; concurrency pos pos str",
 	// 6: the same kinds; a rule written out may carry a penalty box (flags bit 2).
 	"6": "fixed_window nat pos; sliding_log pos pos; sliding_window nat pos; token_bucket pos pos pos; leaky_bucket pos pos pos; gcra pos pos pos; concurrency pos pos str",
+	// 7: the same kinds; a rule written out may be overridable (flags bit 3), and op
+	// "override" sets or clears a key's override.
+	"7": "fixed_window nat pos; sliding_log pos pos; sliding_window nat pos; token_bucket pos pos pos; leaky_bucket pos pos pos; gcra pos pos pos; concurrency pos pos str",
 }
 
 // TestProtocolNamesTheContract: the prelude speaks Protocol, and Protocol names the

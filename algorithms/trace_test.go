@@ -27,6 +27,7 @@ type traceKey struct {
 	alg    *Algorithm
 	params []int64
 	box    Box
+	ovr    bool // overridable
 }
 
 // randomBox draws a penalty box for one key in three (none for concurrency, which a policy
@@ -47,10 +48,10 @@ func randomBox(rng *rand.Rand, a *Algorithm, params []int64) Box {
 	return b
 }
 
-// boxedKey returns k's key, as its own hash tag when k is boxed, so that its box (a
-// further key) is in its slot, as the engine renders a boxed rule's key.
+// boxedKey returns k's key, as its own hash tag when k is boxed or overridable, so that its
+// box or override (further keys) are in its slot, as the engine renders such a rule's key.
 func boxedKey(k traceKey) string {
-	if k.box.For > 0 {
+	if k.box.For > 0 || k.ovr {
 		return "{" + k.key + "}"
 	}
 	return k.key
@@ -88,6 +89,28 @@ func paramsAtLeast(rng *rand.Rand, a *Algorithm, floor int64) []int64 {
 		}
 	}
 	return w
+}
+
+// randomOverride draws an override for key k: nil (clear it) in one draw of three, else
+// random figures (the window of a window algorithm kept) until 0 (cleared) or an instant
+// within a few of the trace's time scales after now.
+func randomOverride(rng *rand.Rand, k traceKey, now, scale int64) *Override {
+	if rng.IntN(3) == 0 {
+		return nil
+	}
+	for range 10 {
+		o := &Override{Params: randomParams(rng, k.alg)}
+		if slices.Contains(windowed, k.alg.Name) {
+			o.Params[1] = k.params[1]
+		}
+		if rng.IntN(2) == 0 {
+			o.Until = now + 1 + rng.Int64N(2*scale+2)
+		}
+		if k.alg.CheckOverride(k.params, o.Params) == nil {
+			return o
+		}
+	}
+	return nil
 }
 
 // stepTime advances the clock: not at all, a little, about a window, or past every TTL.
@@ -150,6 +173,26 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			c.Op = OpRefund
 		case 1:
 			c.Op, c.Units = OpMost, 1+rng.Int64N(12)
+		case 2:
+			var over []traceKey
+			for _, k := range keys {
+				if k.ovr {
+					over = append(over, k)
+				}
+			}
+			if len(over) == 0 {
+				break
+			}
+			k := over[rng.IntN(len(over))]
+			c.Op, c.Override = OpOverride, randomOverride(rng, k, c.Now, scale)
+			lease++
+			c.Rules = []Rule{{Key: k.key, Algorithm: k.alg, Params: k.params, Lease: fmt.Sprintf("lease-%d", lease), Box: k.box, Overridable: true}}
+			rep, err := o.Do(&c)
+			if err != nil {
+				return nil, nil, err
+			}
+			calls, replies = append(calls, c), append(replies, rep)
+			continue
 		}
 		perm := rng.Perm(len(keys))[:1+rng.IntN(min(3, len(keys)))]
 		for _, i := range perm {
@@ -178,7 +221,7 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			}
 			c.Rules = append(c.Rules, Rule{
 				Key: k.key, Algorithm: k.alg, Cost: cost, Shadow: rng.IntN(5) == 0,
-				Params: k.params, Lease: fmt.Sprintf("lease-%d", id), Box: k.box,
+				Params: k.params, Lease: fmt.Sprintf("lease-%d", id), Box: k.box, Overridable: k.ovr,
 			})
 		}
 		rep, err := o.Do(&c)
@@ -219,7 +262,7 @@ func decode(c *Call, v any, err error) (Reply, error) {
 	if err != nil {
 		return Reply{}, err
 	}
-	if c.Op == OpRefund {
+	if c.Op == OpRefund || c.Op == OpOverride {
 		arr, ok := v.([]any)
 		if !ok || len(arr) != 4 {
 			return Reply{}, fmt.Errorf("refund reply %v", v)
@@ -359,10 +402,16 @@ func formatTrace(calls []Call) string {
 	var b strings.Builder
 	for i, c := range calls {
 		fmt.Fprintf(&b, "  %2d. %s now=%d", i+1, c.Op, c.Now)
+		if c.Op == OpOverride {
+			fmt.Fprintf(&b, " %+v", c.Override)
+		}
 		for _, r := range c.Rules {
 			fmt.Fprintf(&b, " [%s %s%v cost=%d shadow=%v", r.Key, r.Algorithm.Name, r.Params, r.Cost, r.Shadow)
 			if r.Box.For > 0 {
 				fmt.Fprintf(&b, " box=%d/%d", r.Box.For, r.Box.Max)
+			}
+			if r.Overridable {
+				b.WriteString(" overridable")
 			}
 			b.WriteString("]")
 		}
@@ -426,7 +475,7 @@ func expiredEarly(calls []Call, got Reply) bool {
 		return false
 	}
 	for set := 1; set < 1<<len(last.Rules); set++ {
-		try := &Oracle{states: maps.Clone(o.states), algs: maps.Clone(o.algs), boxes: maps.Clone(o.boxes)}
+		try := &Oracle{states: maps.Clone(o.states), algs: maps.Clone(o.algs), boxes: maps.Clone(o.boxes), overrides: maps.Clone(o.overrides)}
 		for i, r := range last.Rules {
 			if set&(1<<i) != 0 {
 				delete(try.states, r.Key)
@@ -476,6 +525,20 @@ func (e hostExec) run(calls []Call) ([]Reply, error) {
 			// A box that escalates remembers a block for its ceiling after it ends.
 			horizon = max(horizon, server+rr.ResetAfter+calls[i].Skew+calls[i].Rules[j].Box.Max)
 		}
+		if calls[i].Op == OpOverride {
+			// An override's change writes the key's state in figures no reply has described
+			// yet: it lives at most as long as they let any state live, and while an
+			// override that ends is in force, writes keep the key past its end (OVR).
+			r := calls[i].Rules[0]
+			keep := lifetime(r.Algorithm, r.Params)
+			if o := calls[i].Override; o != nil {
+				keep = max(keep, lifetime(r.Algorithm, o.Params))
+				horizon = max(horizon, o.Until+keep+2*calls[i].Skew)
+			}
+			// A caller behind the server converts at its own clock: up to a skew later,
+			// and expire_us adds the skew again.
+			horizon = max(horizon, server+keep+2*calls[i].Skew)
+		}
 		if calls[i].Op == OpRefund && horizon > 0 {
 			// A refund replies with no reset-after: it only lowers state, but it computes
 			// TTLs from its caller's clock, so a caller lagging the server by lag keeps a
@@ -485,7 +548,9 @@ func (e hostExec) run(calls []Call) ([]Reply, error) {
 	}
 	if horizon > 0 {
 		clock.Set(time.UnixMicro(horizon + 3000))
-		if keys := h.Keys(); len(keys) > 0 {
+		// Overrides are records with no expiry of their own (see Override).
+		keys := slices.DeleteFunc(h.Keys(), func(k string) bool { return strings.HasSuffix(k, overrideSuffix) })
+		if len(keys) > 0 {
 			return nil, fmt.Errorf("keys %v outlive every reset-after (the last ends at %d)", keys, horizon)
 		}
 	}

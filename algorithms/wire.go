@@ -10,7 +10,7 @@ import (
 // Protocol is the version of the ARGV contract the dispatcher speaks (its layout and the
 // values each parameter kind takes: see Param.Min); a mismatch is an error reply. It
 // matches PROTOCOL in lua/prelude.lua.
-const Protocol = "6"
+const Protocol = "7"
 
 // Op selects what a call does.
 type Op string
@@ -26,6 +26,10 @@ const (
 	// describes the rules as a check of one unit would, so its retry-after is the wait
 	// for one unit.
 	OpMost Op = "most"
+	// OpOverride sets (Call.Override) or clears (Call.Override nil) the override of the
+	// call's one rule, an Overridable one, for its key, converting the key's state to the
+	// new figures (see Override). The reply has no rules.
+	OpOverride Op = "override"
 )
 
 // ServerTime as Call.Now makes the script read the server clock (Redis TIME).
@@ -49,7 +53,9 @@ type Call struct {
 	Skew int64
 	// Units, for OpMost, is the most units the call may grant (>= 1).
 	Units int64
-	Rules []Rule
+	// Override, for OpOverride, is the override to set; nil clears it.
+	Override *Override
+	Rules    []Rule
 }
 
 // Rule is one rule of a call.
@@ -62,6 +68,9 @@ type Rule struct {
 	Lease     string     // the value of a Lease slot
 	// Box is the rule's penalty box; the zero Box is none.
 	Box Box
+	// Overridable rules decide each key with its override's figures while it has one
+	// (Override), read in the same call.
+	Overridable bool
 	// Compiled, when set, is the rule of the call's script this rule is: the call names
 	// it and sends its cost and the values at Compiled.Vary only. Algorithm, Shadow and
 	// the constant Params must be the compiled rule's.
@@ -108,7 +117,7 @@ var (
 	argCheck    any = string(OpCheck)
 	argRefund   any = string(OpRefund)
 	argNone     any = ""
-	argFlags        = [4]any{"0", "1", "2", "3"} // shadow (1), penalty box (2)
+	argFlags        = [8]any{"0", "1", "2", "3", "4", "5", "6", "7"} // shadow (1), penalty box (2), overridable (4)
 )
 
 // AppendArgs appends the call's ARGV to dst as arguments of a go-redis command, in the
@@ -127,6 +136,20 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 			return nil, fmt.Errorf("units %d out of range [1, 2^53]", c.Units)
 		}
 		op = "most:" + strconv.FormatInt(c.Units, 10)
+	case OpOverride:
+		op = string(OpOverride)
+		if len(c.Rules) != 1 || !c.Rules[0].Overridable {
+			return nil, fmt.Errorf("an override call takes one overridable rule")
+		}
+		if o := c.Override; o != nil {
+			r := &c.Rules[0]
+			if o.Until < 0 || o.Until > MaxInt {
+				return nil, fmt.Errorf("override until %d out of range [0, 2^53]", o.Until)
+			}
+			if err := r.Algorithm.CheckOverride(r.Params, o.Params); err != nil {
+				return nil, err
+			}
+		}
 	default:
 		return nil, fmt.Errorf("unknown op %q", c.Op)
 	}
@@ -181,17 +204,20 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 		if err := r.Box.check(); err != nil {
 			return nil, fmt.Errorf("rule %d: %w", i+1, err)
 		}
-		flags := argFlags[0]
+		if r.Overridable && !r.Algorithm.Overridable() {
+			return nil, fmt.Errorf("rule %d: %s takes no overrides", i+1, r.Algorithm.Name)
+		}
+		f := 0
 		if r.Shadow {
-			flags = argFlags[1]
+			f |= 1
 		}
 		if r.Box.For > 0 {
-			flags = argFlags[2]
-			if r.Shadow {
-				flags = argFlags[3]
-			}
+			f |= 2
 		}
-		dst = append(dst, r.Algorithm.Name, &r.Cost, flags)
+		if r.Overridable {
+			f |= 4
+		}
+		dst = append(dst, r.Algorithm.Name, &r.Cost, argFlags[f])
 		if r.Box.For > 0 {
 			dst = append(dst, &r.Box.For, &r.Box.Max)
 		}
@@ -205,6 +231,12 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 			}
 			dst = append(dst, &r.Params[j])
 		}
+	}
+	if c.Op == OpOverride {
+		if c.Override == nil {
+			return append(dst, argNone), nil
+		}
+		dst = append(dst, c.Override.Encode(c.Rules[0].Algorithm, c.Rules[0].Params))
 	}
 	return dst, nil
 }
@@ -232,7 +264,7 @@ func (c *Call) keyBefore(i int, seen map[string]int) int {
 // assembled; a rule whose own values vary is validated whole.
 func (r *Rule) appendCompiled(dst []any) ([]any, error) {
 	c := r.Compiled
-	if r.Algorithm != c.Algorithm || r.Shadow != c.Shadow || r.Box != c.Box || len(r.Params) != len(c.Params) {
+	if r.Algorithm != c.Algorithm || r.Shadow != c.Shadow || r.Box != c.Box || r.Overridable != c.Overridable || len(r.Params) != len(c.Params) {
 		return nil, fmt.Errorf("does not match compiled rule %d (%s)", c.Index, c.Algorithm.Name)
 	}
 	leasesOnly, v := true, 0

@@ -401,9 +401,9 @@ type luaChecker struct {
 //
 //	local function load_algorithm(name)
 //	  if name == '<name>' then
-//	    local params, validate, check, commit, refund
+//	    local params, validate, check, commit, refund, retune
 //	    <algorithm source: assigns those names>
-//	    return params, validate or false, check, commit, refund or false
+//	    return params, validate or false, check, commit, refund or false, retune or false
 //	  end
 //	  ...
 type engineScope struct {
@@ -430,7 +430,7 @@ func readEngineScope() engineScope {
 	sc := engineScope{
 		prelude:  map[string]bool{},
 		helpers:  map[string][]string{},
-		slots:    []string{"params", "validate", "check", "commit", "refund"},
+		slots:    []string{"params", "validate", "check", "commit", "refund", "retune"},
 		required: []string{"params", "check", "commit"},
 	}
 	chunk, err := parse.Parse(strings.NewReader(algorithms.Default().Source), "engine")

@@ -138,3 +138,8 @@ function refund(key, now, cost, p)
     end
   end
 end
+
+-- retune (an override's change; see prelude.lua's OVR): the leases held carry as they are,
+-- against the new max; a new ttl applies to the leases taken from then on.
+function retune(key, at, p, q, now)
+end

@@ -4,11 +4,14 @@
 -- library form of the same text registers it as a function (FUNCTION LOAD, then FCALL).
 --
 -- KEYS: one key per rule, in rule order. Keys must be distinct.
--- ARGV: [1] protocol version ("5")
---       [2] op: "check" (decide and charge, all or nothing), "refund" (undo a charge), or
+-- ARGV: [1] protocol version (prelude.lua's PROTOCOL)
+--       [2] op: "check" (decide and charge, all or nothing), "refund" (undo a charge),
 --           "most:N" (partial admission: decide and charge, all or nothing, the largest
 --           number of units g <= N that every enforcing rule allows, each rule's cost being
---           then its cost per unit; see most below)
+--           then its cost per unit; see most below), or "override" (set or clear the
+--           override of the call's one rule, an overridable one, for its key: the rule's
+--           values are followed by one more, the override (prelude.lua's OVR) or "" to
+--           clear it; see set_override)
 --       [3] now in microseconds, or "" to read the server clock (TIME)
 --       [4] deadline: the server-clock instant in microseconds after which the caller no
 --           longer waits for this call, or "" for none
@@ -18,7 +21,8 @@
 --       then per rule, either
 --         a rule written out: algorithm name, cost (integer >= 0), flags (bit 1: shadow,
 --         bit 2: a penalty box, whose block length in microseconds (>= 1) and ceiling
---         (>= 0; 0 or <= the length: no escalation) follow the flags; see boxed below),
+--         (>= 0; 0 or <= the length: no escalation) follow the flags; see boxed below;
+--         bit 3: overridable, see overridden below),
 --         and the algorithm's parameters (a fixed count per algorithm, each of the kind
 --         its params table declares: 'pos' an integer >= 1, 'nat' an integer >= 0, such
 --         as a limit of 0 that admits nothing, 'str' a non-empty string); or
@@ -33,7 +37,7 @@
 --   Per-rule values describe the key after this call: charged when the call is allowed,
 --   untouched (as if peeked) when it is denied; a boxed rule's values describe its block too.
 -- Reply (most): the reply of a check of g units (when g is 0, of one unit), then g.
--- Reply (refund): {1, 0, now_us, server_us}.
+-- Reply (refund, override): {1, 0, now_us, server_us}.
 -- Errors: an error reply starting with "RLCTL" for any malformed ARGV, and
 --   "RLCTL deadline passed at <seconds> <microseconds>" (the server's TIME) when the server
 --   runs the call after its deadline (a call that waited in a stalled server's queue while
@@ -53,16 +57,18 @@
 -- (built-in algorithms, compiled rules), and a plugin's file runs afresh on every call as
 -- under EVAL, so nothing a plugin keeps outlives its call.
 
--- boxed_ready holds the complete records (see ready) of compiled rules with a penalty box,
--- which the unrolled stacks (which find their rules in ready) leave to the general path.
-local boxed_ready = {}
+-- further_ready holds the complete records (see ready) of compiled rules with further
+-- keys of the dispatcher's (a penalty box, an override), which the unrolled stacks (which
+-- find their rules in ready) leave to the general path.
+local further_ready = {}
 
 -- rule_at parses the rule whose values start at ARGV[a], rule r of the call, using
--- `loaded` for the algorithms the call instantiates (six values each at i .. i+5: name,
--- params, validate, check, commit, refund). It returns the rule's check, commit and refund
--- functions (refund false when the algorithm has none), cost, shadow flag, parameters, the
--- position of the next rule's values and its penalty box ({length, ceiling}, or nil); or
--- nil and an error message. A compiled rule of a
+-- `loaded` for the algorithms the call instantiates (seven values each at i .. i+6: name,
+-- params, validate, check, commit, refund, retune). It returns the rule's check, commit
+-- and refund functions (refund false when the algorithm has none), cost, shadow flag,
+-- parameters, the position of the next rule's values, its penalty box ({length, ceiling},
+-- or nil) and, for an overridable rule, what reading its override takes ({parameter
+-- kinds, validate, retune}, or nil); or nil and an error message. A compiled rule of a
 -- built-in keeps its algorithm's functions in its record (c[7] .. c[11]), so under FCALL a
 -- call finds everything in one table lookup; a rule with a check and commit of its own
 -- (c[12], c[13], algorithms/fast.go) keeps those instead of its algorithm's.
@@ -73,7 +79,7 @@ local boxed_ready = {}
 -- values and its commit takes them, with no table between.
 local function rule_at(ARGV, r, a, loaded)
   local name = ARGV[a]
-  local c, kinds, validate, check, commit, refund
+  local c, kinds, validate, check, commit, refund, retune
   if type(name) == 'string' and string.byte(name) == 64 then
     c = compiled_rule(name)
     if c == nil then
@@ -84,32 +90,36 @@ local function rule_at(ARGV, r, a, loaded)
   end
   if check == nil then
     local base = 0
-    for i = 1, #loaded, 6 do
+    for i = 1, #loaded, 7 do
       if loaded[i] == name then
         base = i
       end
     end
     if base == 0 then
-      local params, v, ch, co, re = load_algorithm(name)
+      local params, v, ch, co, re, rt = load_algorithm(name)
       if params == nil then
         return nil, 'rule ' .. r .. ': unknown algorithm ' .. tostring(name)
       end
       base = #loaded + 1
       loaded[base], loaded[base + 1], loaded[base + 2] = name, params, v
-      loaded[base + 3], loaded[base + 4], loaded[base + 5] = ch, co, re
+      loaded[base + 3], loaded[base + 4], loaded[base + 5], loaded[base + 6] = ch, co, re, rt
     end
     kinds, validate, check, commit, refund = loaded[base + 1], loaded[base + 2], loaded[base + 3], loaded[base + 4], loaded[base + 5]
+    retune = loaded[base + 6]
     if c and c[6] then
       -- A rule with a check and commit of its own (c[12], c[13]: see algorithms/fast.go)
       -- decides with those.
       check, commit = c[12] or check, c[13] or commit
       c[7], c[8], c[9], c[10], c[11] = kinds, validate, check, commit, refund
+      if c.ovr == true then
+        c.ovr = {kinds, validate, retune}
+      end
     end
   end
   local cost = cost_arg(ARGV[a + 1])
-  local shadow, p, width, sent, box
+  local shadow, p, width, sent, box, ovr
   if c then
-    shadow, width, box = c[2], 2, c.box
+    shadow, width, box, ovr = c[2], 2, c.box, c.ovr
     if c[5] then
       p, sent = c[3], c[4]
     else
@@ -120,10 +130,17 @@ local function rule_at(ARGV, r, a, loaded)
     end
   else
     local flags = int_arg(ARGV[a + 2], 0)
-    if flags == nil or flags > 3 then
+    if flags == nil or flags > 7 then
       return nil, 'rule ' .. r .. ': bad cost or flags'
     end
     shadow, p, width, sent = flags % 2 == 1, {}, 3, nil
+    if flags >= 4 then
+      if not retune then
+        return nil, 'rule ' .. r .. ': ' .. name .. ' takes no override'
+      end
+      flags = flags - 4
+      ovr = {kinds, validate, retune}
+    end
     if flags >= 2 then
       box = {int_arg(ARGV[a + 3], 1), int_arg(ARGV[a + 4], 0)}
       if box[1] == nil or box[2] == nil then
@@ -158,20 +175,84 @@ local function rule_at(ARGV, r, a, loaded)
   end
   -- A shared record's constants are validated once, the first time it is used; it is then
   -- complete, and kept in ready under its name.
-  if validate and not (ready[ARGV[a]] or boxed_ready[ARGV[a]]) then
+  if validate and not (ready[ARGV[a]] or further_ready[ARGV[a]]) then
     local err = validate(p)
     if err then
       return nil, 'rule ' .. r .. ': ' .. err
     end
   end
   if c and c[5] then
-    if box then
-      boxed_ready[ARGV[a]] = c
+    if box or ovr then
+      further_ready[ARGV[a]] = c
     else
       ready[ARGV[a]] = c
     end
   end
-  return check, commit, refund, cost, shadow, p, a + width + m, box
+  if ovr == true then
+    return nil, 'rule ' .. r .. ': ' .. name .. ' takes no override'
+  end
+  return check, commit, refund, cost, shadow, p, a + width + m, box, ovr
+end
+
+-- overridden returns the parameters an overridable rule (ovr: {parameter kinds, validate,
+-- retune}) whose own are p decides with at now for the key key, its override's figures
+-- while one is in force, else p, and, while one that ends is in force, the instant until
+-- which a write must keep the key (its end plus its keep; see OVR); or nil and an error
+-- message when the override is malformed. An override whose end has come is ended here:
+-- the key's state is converted at its end from the override's figures to p (retune; the
+-- state means what it meant, so no decision changes) and the override deleted, so the
+-- state is in p's figures again.
+local function overridden(key, now, p, ovr, r)
+  local v = redis_pcall('GET', key .. OVR)
+  if type(v) ~= 'string' then
+    return p
+  end
+  local ends, keep, q = override_parse(v, ovr[1], ovr[2], p)
+  if ends == nil then
+    return nil, 'rule ' .. r .. ': malformed override at ' .. key .. OVR
+  end
+  if ends == 0 then
+    return q
+  elseif now < ends then
+    if keep > 0 then
+      return q, ends + keep
+    end
+    return q
+  end
+  ovr[3](key, ends, q, p, now)
+  call('DEL', key .. OVR)
+  return p
+end
+
+-- set_override runs op "override" for the overridable rule whose key is key and whose own
+-- parameters are p: s is the override ("<ends> <v1> … <vm>", see OVR), or "" to clear it.
+-- The key's state is converted at now from the figures in force to the new ones (retune),
+-- then the override is written (with no expiry: its end is read by overridden) or deleted.
+local function set_override(key, s, now, server_now, p, ovr)
+  local cur, err = overridden(key, now, p, ovr, 1)
+  if cur == nil then
+    return redis.error_reply('RLCTL ' .. err)
+  end
+  local q, ends, keep = p, 0, 0
+  if s ~= '' then
+    ends, keep, q = override_parse(s, ovr[1], ovr[2], p)
+    if ends == nil then
+      return redis.error_reply('RLCTL rule 1: override "' .. s .. '" is not valid for its algorithm')
+    end
+  end
+  err = ovr[3](key, now, cur, q, now)
+  if err then
+    return redis.error_reply('RLCTL rule 1: ' .. err)
+  end
+  if s == '' then
+    call('DEL', key .. OVR)
+  else
+    call('SET', key .. OVR, s)
+    if ends > now and keep > 0 then
+      expire_us(key, ends + keep - now)
+    end
+  end
+  return {1, 0, now, server_now}
 end
 
 -- boxed applies a penalty box (box: {length, ceiling} in microseconds) to the verdict of
@@ -213,7 +294,7 @@ end
 
 -- box_offend starts a block of len microseconds at now for the rule whose key is key and
 -- whose box is box, and makes out's values of rule r (out[5r] .. out[5r+4]) describe it.
--- The box's key lives until the block ends, or with a ceiling, that much longer, so that
+-- The box's key lives ends the block ends, or with a ceiling, that much longer, so that
 -- a repeat offence is recognised.
 local function box_offend(key, now, len, box, out, r)
   local keep = len
@@ -304,13 +385,24 @@ local function most(KEYS, rs, st, out, n, now, units)
   return allowed, decider, g, offences
 end
 
--- one_boxed is one (below) for a rule with a penalty box: the rule's check, then its box
--- (boxed), charged when allowed, the block an offence starts written when the call ends
--- (box_offend), as the general path decides a call of one rule.
-local function one_boxed(key, op, units, now, server_now, check, commit, refund, cost, shadow, p, box)
+-- one_further is one (below) for a rule with further keys of the dispatcher's: its
+-- override read first (overridden), then the rule's check and its box (boxed), charged
+-- when allowed, the block an offence starts written when the call ends (box_offend), as
+-- the general path decides a call of one rule.
+local function one_further(key, op, units, now, server_now, check, commit, refund, cost, shadow, p, box, ovr)
+  local hold
+  if ovr then
+    p, hold = overridden(key, now, p, ovr, 1)
+    if p == nil then
+      return redis.error_reply('RLCTL ' .. hold)
+    end
+  end
   if op == 'refund' then
     if refund and cost > 0 then
       refund(key, now, cost, p)
+      if hold then
+        expire_us(key, hold - now)
+      end
     end
     return {1, 0, now, server_now}
   end
@@ -319,8 +411,10 @@ local function one_boxed(key, op, units, now, server_now, check, commit, refund,
     return redis.error_reply('RLCTL rule 1: cost per unit times ' .. g .. ' units is above 2^53')
   end
   local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * g, p)
-  local len, blocked
-  ok, remaining, retry, reset, len, blocked = boxed(key, now, cost * g, box, ok, remaining, retry, reset)
+  local len, blocked = 0, false
+  if box then
+    ok, remaining, retry, reset, len, blocked = boxed(key, now, cost * g, box, ok, remaining, retry, reset)
+  end
   if units and ok == 0 and not shadow then
     -- most, for one rule: the grant the rule's remaining allows, or one unit.
     g = fewer(units, remaining, cost)
@@ -328,7 +422,9 @@ local function one_boxed(key, op, units, now, server_now, check, commit, refund,
       g = 1
     end
     ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * g, p)
-    ok, remaining, retry, reset, len, blocked = boxed(key, now, cost * g, box, ok, remaining, retry, reset)
+    if box then
+      ok, remaining, retry, reset, len, blocked = boxed(key, now, cost * g, box, ok, remaining, retry, reset)
+    end
   end
   local out = {1, 0, now, server_now, ok, remaining, retry, reset, limit}
   if ok == 0 and not shadow then
@@ -339,6 +435,9 @@ local function one_boxed(key, op, units, now, server_now, check, commit, refund,
   end
   if out[1] == 1 and write and not blocked and cost > 0 then
     commit(key, write, w2, w3, w4)
+    if hold then
+      expire_us(key, hold - now)
+    end
   end
   if units then
     out[10] = g
@@ -347,34 +446,44 @@ local function one_boxed(key, op, units, now, server_now, check, commit, refund,
 end
 
 -- one decides a call of one rule (op "check", "refund" or most when units is set) without
--- the general path's tables, and returns its reply (one_boxed's for a rule with a penalty
--- box).
+-- the general path's tables, and returns its reply (one_further's for a rule with a
+-- penalty box or an override; op "override": set_override's).
 local function one(KEYS, ARGV, op, units, now, server_now)
   local key = KEYS[1]
   local check, commit, refund, cost, shadow, p
   -- A compiled rule whose record is complete (a built-in's, nothing varying per
   -- request, validated on its first call) is found in one lookup, under FCALL where
   -- the records outlive a call.
-  local c = ready[ARGV[7]] or boxed_ready[ARGV[7]]
-  local box
-  if c and #ARGV == 8 then
+  local c = ready[ARGV[7]] or further_ready[ARGV[7]]
+  local box, ovr
+  if c and #ARGV == 8 and op ~= 'override' then
     cost = cost_arg(ARGV[8])
     if cost then
-      check, commit, refund, shadow, p, box = c[9], c[10], c[11], c[2], c[3], c.box
+      check, commit, refund, shadow, p, box, ovr = c[9], c[10], c[11], c[2], c[3], c.box, c.ovr
     end
   end
   if check == nil then
     local a
-    check, commit, refund, cost, shadow, p, a, box = rule_at(ARGV, 1, 7, {})
+    check, commit, refund, cost, shadow, p, a, box, ovr = rule_at(ARGV, 1, 7, {})
     if check == nil then
       return redis.error_reply('RLCTL ' .. commit)
+    end
+    if op == 'override' then
+      -- The override follows the rule.
+      if not ovr then
+        return redis.error_reply('RLCTL rule 1: the rule is not overridable')
+      end
+      if a ~= #ARGV then
+        return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, the rule and its override describe ' .. a)
+      end
+      return set_override(key, ARGV[a], now, server_now, p, ovr)
     end
     if a - 1 ~= #ARGV then
       return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
     end
   end
-  if box then
-    return one_boxed(key, op, units, now, server_now, check, commit, refund, cost, shadow, p, box)
+  if box or ovr then
+    return one_further(key, op, units, now, server_now, check, commit, refund, cost, shadow, p, box, ovr)
   end
   if op == 'refund' then
     if refund and cost > 0 then
@@ -444,7 +553,7 @@ local function main(KEYS, ARGV)
   end
   local op = ARGV[2]
   local units -- op "most:N": N
-  if op ~= 'check' and op ~= 'refund' then
+  if op ~= 'check' and op ~= 'refund' and op ~= 'override' then
     if type(op) == 'string' and string.sub(op, 1, 5) == 'most:' then
       units = int_arg(string.sub(op, 6), 1)
     end
@@ -493,6 +602,8 @@ local function main(KEYS, ARGV)
   -- A call of one rule, the common case, needs none of the tables of a stack (below).
   if n == 1 then
     return one(KEYS, ARGV, op, units, now, server_now)
+  elseif op == 'override' then
+    return redis.error_reply('RLCTL op override takes one rule')
   end
 
   -- A check of a few compiled rules whose records are all complete, the engine's usual
@@ -515,7 +626,7 @@ local function main(KEYS, ARGV)
   local loaded
   local a = 7
   for r = 1, n do
-    local c = ready[ARGV[a]] or boxed_ready[ARGV[a]]
+    local c = ready[ARGV[a]] or further_ready[ARGV[a]]
     if c then
       local cost = cost_arg(ARGV[a + 1])
       if cost == nil then
@@ -525,11 +636,11 @@ local function main(KEYS, ARGV)
       a = a + 2
     else
       loaded = loaded or {}
-      local check, commit, refund, cost, shadow, p, next_a, box = rule_at(ARGV, r, a, loaded)
+      local check, commit, refund, cost, shadow, p, next_a, box, ovr = rule_at(ARGV, r, a, loaded)
       if check == nil then
         return redis.error_reply('RLCTL ' .. commit)
       end
-      c = {false, shadow, p, false, false, false, false, false, check, commit, refund, box = box}
+      c = {false, shadow, p, false, false, false, false, false, check, commit, refund, box = box, ovr = ovr}
       st[5 * r - 4] = cost
       a = next_a
     end
@@ -560,11 +671,35 @@ local function main(KEYS, ARGV)
     end
   end
 
+  -- An overridable rule decides with the figures in force for its key (overridden): a
+  -- record of this call's own holds them.
+  -- A write under an override that ends keeps the key until holds[r] (see OVR).
+  local holds
+  for r = 1, n do
+    local c = rs[r]
+    if c.ovr then
+      local p, hold = overridden(KEYS[r], now, c[3], c.ovr, r)
+      if p == nil then
+        return redis.error_reply('RLCTL ' .. hold)
+      end
+      if p ~= c[3] then
+        rs[r] = {c[1], c[2], p, c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], box = c.box}
+      end
+      if hold then
+        holds = holds or {}
+        holds[r] = hold
+      end
+    end
+  end
+
   if op == 'refund' then
     for r = 1, n do
       local refund, cost = rs[r][11], st[5 * r - 4]
       if refund and cost > 0 then
         refund(KEYS[r], now, cost, rs[r][3])
+        if holds and holds[r] then
+          expire_us(KEYS[r], holds[r] - now)
+        end
       end
     end
     return {1, 0, now, server_now}
@@ -606,6 +741,9 @@ local function main(KEYS, ARGV)
       local o = 5 * r
       if st[o - 3] and st[o - 4] > 0 then
         rs[r][10](KEYS[r], st[o - 3], st[o - 2], st[o - 1], st[o])
+        if holds and holds[r] then
+          expire_us(KEYS[r], holds[r] - now)
+        end
       end
     end
   else

@@ -69,3 +69,11 @@ function refund(key, now, cost, p)
   end
 end
 
+
+-- retune (an override's change; see prelude.lua's OVR): what the key counted carries as it
+-- is, against the new limit. The window is the key's clock and does not change.
+function retune(key, at, p, q, now)
+  if p[2] ~= q[2] then
+    return 'an override of fixed_window keeps its window'
+  end
+end

@@ -122,3 +122,30 @@ function refund(key, now, cost, p)
   end
   store(key, now, d, rate, ttl)
 end
+
+-- retune (an override's change; see prelude.lua's OVR) converts the key's state at at
+-- from parameters p to q (its TTLs counted from the call's instant now >= at): the cells the key has used, D/T rounded up to a whole cell and at
+-- most q's burst, are its use under q, D' = used * T'.
+function retune(key, at, p, q, now)
+  local rate, period = whole(p[1], p[2])
+  local used = ceil(delay(key, at, rate) / period)
+  if used > q[3] then
+    used = q[3]
+  end
+  if used == 0 then
+    call('DEL', key)
+    return
+  end
+  local rate2, period2 = whole(q[1], q[2])
+  local d = used * period2
+  local ttl = d
+  if rate2 ~= 1 then
+    ttl = ceil(d / rate2)
+  end
+  ttl = ttl - (now - at)
+  if ttl <= 0 then
+    call('DEL', key) -- the TAT has passed: the key's state is empty at now
+    return
+  end
+  store(key, at, d, rate2, ttl)
+end

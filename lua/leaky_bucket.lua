@@ -72,3 +72,21 @@ function refund(key, now, cost, p)
   expire_us(key, (t - now) + ceil(l2 / rate))
 end
 
+
+-- retune (an override's change; see prelude.lua's OVR) converts the key's state at at
+-- from parameters p to q (its TTLs counted from the call's instant now >= at): the level, rounded up to a whole unit and at most q's capacity,
+-- is the level under q.
+function retune(key, at, p, q, now)
+  local l, t = level(key, at, p[2])
+  local used = ceil(l / p[3])
+  if used > q[1] then
+    used = q[1]
+  end
+  if used <= 0 then
+    call('DEL', key)
+    return
+  end
+  local l2 = used * q[3]
+  call('HSET', key, 'l', l2, 't', t)
+  expire_us(key, (t - now) + ceil(l2 / q[2]))
+end

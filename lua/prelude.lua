@@ -4,9 +4,9 @@
 -- name, with every algorithm file of the script as one branch:
 --   local function load_algorithm(name)
 --     if name == '<name>' then
---       local params, validate, check, commit, refund
---       <algorithm file: assigns those five names>
---       return params, validate or false, check, commit, refund or false
+--       local params, validate, check, commit, refund, retune
+--       <algorithm file: assigns those six names; refund and retune optional>
+--       return params, validate or false, check, commit, refund or false, retune or false
 --     end
 --     ...
 --   end
@@ -14,7 +14,7 @@
 -- name, shadow flag and parameters, written in as constants), and finally dispatch.lua,
 -- which defines main(KEYS, ARGV). Only the algorithms a call uses are instantiated, so the
 -- cost of a call does not grow with the number of algorithms in the script, and an
--- algorithm is five values rather than a table (a string-keyed table costs a hash map on
+-- algorithm is six values rather than a table (a string-keyed table costs a hash map on
 -- every call). A built-in is instantiated once per load of the script's library form; a
 -- plugin on every call. Everything is a local: the script creates no globals.
 --
@@ -28,7 +28,9 @@
 -- each parameter kind takes. A caller of another version gets an error, never a misparse.
 -- 5: a parameter of kind 'nat' (fixed_window's and sliding_window's limit) may be 0.
 -- 6: a rule written out may carry a penalty box (flags bit 2, then its two values).
-local PROTOCOL = "6"
+-- 7: a rule written out may be overridable (flags bit 3); op "override" sets or clears
+--    a key's override.
+local PROTOCOL = "7"
 local MAX_INT = 9007199254740992 -- 2^53
 -- call and redis_pcall are redis.call and redis.pcall; tonumber, type, floor and ceil the
 -- standard functions (math.floor, math.ceil): locals, which cost one register read where a
@@ -151,4 +153,64 @@ local function box_read(key)
   end
   local u, b = string.match(v, '^(%d+) (%d+)$')
   return tonumber(u) or 0, tonumber(b) or 0
+end
+
+-- Overrides (an overridable rule; see dispatch.lua's overridden). An overridable rule's
+-- key K has a further key K .. OVR, a string "<ends> <keep> <v1> … <vm>": the figures the
+-- rule takes for this key instead of its own, the values of its algorithm's parameters
+-- other than a lease, in order, in force until the instant ends (µs; 0: until cleared).
+-- The key's state is in the figures in force: every change converts it (the algorithm's
+-- retune), the end too, when the next call finds it has come. So that the state is still
+-- there to convert, every write under an override that ends keeps K at least keep
+-- microseconds past the end (the longest any state lives under either figures; 0 when
+-- the override does not end or its end converts nothing). The rule's key is rendered with a hash tag around it, as
+-- for a box.
+local OVR = ':!ovr'
+
+-- override_parse returns the instant the override ends, its keep and the parameters (a
+-- copy of p with s's figures in place) that the override string s spells, or nil when s
+-- is not one that the rule's algorithm (its parameter kinds and validate) accepts.
+local function override_parse(s, kinds, validate, p)
+  local q, j, ends, keep = {}, 0, nil, nil
+  for i = 1, #kinds do
+    q[i] = p[i]
+  end
+  for f in string.gmatch(s, '[^ ]+') do
+    if ends == nil then
+      ends = int_arg(f, 0)
+      if ends == nil then
+        return nil
+      end
+    elseif keep == nil then
+      keep = int_arg(f, 0)
+      if keep == nil then
+        return nil
+      end
+    else
+      j = j + 1
+      while kinds[j] == 'str' do
+        j = j + 1
+      end
+      local kind = kinds[j]
+      if kind == nil then
+        return nil
+      end
+      local v = int_arg(f, 1)
+      if kind == 'nat' then
+        v = int_arg(f, 0)
+      end
+      if v == nil then
+        return nil
+      end
+      q[j] = v
+    end
+  end
+  j = j + 1
+  while kinds[j] == 'str' do
+    j = j + 1
+  end
+  if keep == nil or kinds[j] ~= nil or (validate and validate(q)) then
+    return nil
+  end
+  return ends, keep, q
 end

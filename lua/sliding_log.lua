@@ -333,3 +333,11 @@ function refund(key, now, cost, p)
   put(key, es)
   drop(key, moved, #moved - 1, #moved)
 end
+
+-- retune (an override's change; see prelude.lua's OVR): what the key counted carries as it
+-- is, against the new limit. The window is the key's clock and does not change.
+function retune(key, at, p, q, now)
+  if p[2] ~= q[2] then
+    return 'an override of sliding_log keeps its window'
+  end
+end

@@ -74,3 +74,23 @@ function refund(key, now, cost, p)
   expire_us(key, (t - now) + ceil((full - l2) / rate))
 end
 
+
+-- retune (an override's change; see prelude.lua's OVR) converts the key's state at at
+-- from parameters p to q (its TTLs counted from the call's instant now >= at): the tokens the key has used, rounded up to a whole token and at
+-- most q's capacity, are its use under q.
+function retune(key, at, p, q, now)
+  local full = p[1] * p[3]
+  local l, t = level(key, at, full, p[2])
+  local used = ceil((full - l) / p[3])
+  if used > q[1] then
+    used = q[1]
+  end
+  if used <= 0 then
+    call('DEL', key)
+    return
+  end
+  local full2 = q[1] * q[3]
+  local l2 = full2 - used * q[3]
+  call('HSET', key, 'l', l2, 't', t)
+  expire_us(key, (t - now) + ceil((full2 - l2) / q[2]))
+end
