@@ -319,7 +319,7 @@ func TestWriteDiagnostics(t *testing.T) {
 
 func TestEngineScope(t *testing.T) {
 	sc := engine()
-	if got := strings.Join(sc.slots, ","); got != "params,validate,check,commit,refund" {
+	if got := strings.Join(sc.slots, ","); got != "params,validate,check,commit,refund,retune" {
 		t.Errorf("slots %s", got)
 	}
 	if got := strings.Join(sc.required, ","); got != "params,check,commit" {
