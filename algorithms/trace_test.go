@@ -185,6 +185,9 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			}
 			k := over[rng.IntN(len(over))]
 			c.Op, c.Override = OpOverride, randomOverride(rng, k, c.Now, scale)
+			if rng.IntN(4) == 0 {
+				c.Override, c.Read = nil, true
+			}
 			lease++
 			c.Rules = []Rule{{Key: k.key, Algorithm: k.alg, Params: k.params, Lease: fmt.Sprintf("lease-%d", lease), Box: k.box, Overridable: true}}
 			rep, err := o.Do(&c)
@@ -262,7 +265,7 @@ func decode(c *Call, v any, err error) (Reply, error) {
 	if err != nil {
 		return Reply{}, err
 	}
-	if c.Op == OpRefund || c.Op == OpOverride {
+	if c.Op == OpRefund {
 		arr, ok := v.([]any)
 		if !ok || len(arr) != 4 {
 			return Reply{}, fmt.Errorf("refund reply %v", v)
@@ -402,7 +405,9 @@ func formatTrace(calls []Call) string {
 	var b strings.Builder
 	for i, c := range calls {
 		fmt.Fprintf(&b, "  %2d. %s now=%d", i+1, c.Op, c.Now)
-		if c.Op == OpOverride {
+		if c.Op == OpOverride && c.Read {
+			b.WriteString(" read")
+		} else if c.Op == OpOverride {
 			fmt.Fprintf(&b, " %+v", c.Override)
 		}
 		for _, r := range c.Rules {

@@ -55,7 +55,10 @@ type Call struct {
 	Units int64
 	// Override, for OpOverride, is the override to set; nil clears it.
 	Override *Override
-	Rules    []Rule
+	// Read, for OpOverride, reads the override in force (Reply.Override) instead of
+	// changing it; one whose end has come is ended first, as a decision would.
+	Read  bool
+	Rules []Rule
 }
 
 // Rule is one rule of a call.
@@ -141,7 +144,7 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 		if len(c.Rules) != 1 || !c.Rules[0].Overridable {
 			return nil, fmt.Errorf("an override call takes one overridable rule")
 		}
-		if o := c.Override; o != nil {
+		if o := c.Override; o != nil && !c.Read {
 			r := &c.Rules[0]
 			if o.Until < 0 || o.Until > MaxInt {
 				return nil, fmt.Errorf("override until %d out of range [0, 2^53]", o.Until)
@@ -233,6 +236,9 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 		}
 	}
 	if c.Op == OpOverride {
+		if c.Read {
+			return append(dst, "?"), nil
+		}
 		if c.Override == nil {
 			return append(dst, argNone), nil
 		}
@@ -310,6 +316,9 @@ type Reply struct {
 	Rules  []RuleResult
 	// Granted, for OpMost, is the units the call granted and charged: 0 when denied.
 	Granted int64
+	// Override, for an OpOverride call that reads (Call.Read), is the override in force;
+	// nil when none is.
+	Override *Override
 }
 
 // RuleResult is one rule's verdict. Values describe the key after the call: charged when
@@ -392,9 +401,12 @@ func DecodeReply(v any, n int) (Reply, error) {
 	return decodeRules(arr, n)
 }
 
-// DecodeCallReply decodes the reply of call c, a check or a partial admission (OpMost,
-// whose reply ends with the units granted).
+// DecodeCallReply decodes the reply of call c: a check, a partial admission (OpMost,
+// whose reply ends with the units granted) or an override's change or read.
 func DecodeCallReply(c *Call, v any) (Reply, error) {
+	if c.Op == OpOverride {
+		return decodeOverrideReply(c, v)
+	}
 	if c.Op != OpMost {
 		return DecodeReply(v, len(c.Rules))
 	}
@@ -449,6 +461,40 @@ func decodeRules(arr []any, n int) (Reply, error) {
 	for i := range r.Rules {
 		o := arr[header+5*i:]
 		r.Rules[i] = RuleResult{Allowed: o[0].(int64) == 1, Remaining: o[1].(int64), RetryAfter: o[2].(int64), ResetAfter: o[3].(int64), Limit: o[4].(int64)}
+	}
+	return r, nil
+}
+
+// decodeOverrideReply decodes the reply of an OpOverride call: {1, 0, now, server}, and
+// for a read the override in force ("" for none).
+func decodeOverrideReply(c *Call, v any) (Reply, error) {
+	arr, ok := v.([]any)
+	want := header
+	if c.Read {
+		want++
+	}
+	if !ok || len(arr) != want || arr[0] != int64(1) || arr[1] != int64(0) {
+		return Reply{}, fmt.Errorf("%w: %v for an override call", ErrReply, v)
+	}
+	now, ok1 := arr[2].(int64)
+	server, ok2 := arr[3].(int64)
+	if !ok1 || !ok2 {
+		return Reply{}, fmt.Errorf("%w: %v for an override call", ErrReply, v)
+	}
+	r := Reply{Allowed: true, Now: now, Server: server}
+	if !c.Read {
+		return r, nil
+	}
+	s, ok := arr[4].(string)
+	if !ok {
+		return Reply{}, fmt.Errorf("%w: override %v, want a string", ErrReply, arr[4])
+	}
+	if s != "" {
+		o, err := DecodeOverride(c.Rules[0].Algorithm, s)
+		if err != nil {
+			return Reply{}, fmt.Errorf("%w: %v", ErrReply, err)
+		}
+		r.Override = &o
 	}
 	return r, nil
 }

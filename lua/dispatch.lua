@@ -10,8 +10,8 @@
 --           number of units g <= N that every enforcing rule allows, each rule's cost being
 --           then its cost per unit; see most below), or "override" (set or clear the
 --           override of the call's one rule, an overridable one, for its key: the rule's
---           values are followed by one more, the override (prelude.lua's OVR) or "" to
---           clear it; see set_override)
+--           values are followed by one more, the override (prelude.lua's OVR), "" to
+--           clear it or "?" to read it; see set_override)
 --       [3] now in microseconds, or "" to read the server clock (TIME)
 --       [4] deadline: the server-clock instant in microseconds after which the caller no
 --           longer waits for this call, or "" for none
@@ -37,7 +37,8 @@
 --   Per-rule values describe the key after this call: charged when the call is allowed,
 --   untouched (as if peeked) when it is denied; a boxed rule's values describe its block too.
 -- Reply (most): the reply of a check of g units (when g is 0, of one unit), then g.
--- Reply (refund, override): {1, 0, now_us, server_us}.
+-- Reply (refund, override): {1, 0, now_us, server_us}; reading an override, then the
+--   override in force or "".
 -- Errors: an error reply starting with "RLCTL" for any malformed ARGV, and
 --   "RLCTL deadline passed at <seconds> <microseconds>" (the server's TIME) when the server
 --   runs the call after its deadline (a call that waited in a stalled server's queue while
@@ -225,13 +226,22 @@ local function overridden(key, now, p, ovr, r)
 end
 
 -- set_override runs op "override" for the overridable rule whose key is key and whose own
--- parameters are p: s is the override ("<ends> <v1> … <vm>", see OVR), or "" to clear it.
--- The key's state is converted at now from the figures in force to the new ones (retune),
+-- parameters are p: s is the override (see OVR), "" to clear it, or "?" to read it. The
+-- key's state is converted at now from the figures in force to the new ones (retune),
 -- then the override is written (with no expiry: its end is read by overridden) or deleted.
+-- A read ends an override whose end has come, as a decision would, and replies with the
+-- one in force ("" for none) after the usual four values.
 local function set_override(key, s, now, server_now, p, ovr)
   local cur, err = overridden(key, now, p, ovr, 1)
   if cur == nil then
     return redis.error_reply('RLCTL ' .. err)
+  end
+  if s == '?' then
+    local v = ''
+    if cur ~= p then
+      v = call('GET', key .. OVR)
+    end
+    return {1, 0, now, server_now, v}
   end
   local q, ends, keep = p, 0, 0
   if s ~= '' then
