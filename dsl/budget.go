@@ -206,6 +206,12 @@ func (l *loader) ruleWork(r *Rule, wires [][][]int64, minCost int64, budget Budg
 		worst.Commands += 2
 		worst.Elements += 2
 	}
+	if r.Overridable {
+		// An override is read with one GET of a small string of its own; while one that
+		// ends is in force, a write keeps the rule's key past its end (a PEXPIRE).
+		worst.Commands += 2
+		worst.Elements++
+	}
 	r.Work = &worst
 	overWork, overMemory := worst.Steps() > budget.Work, worst.Memory > budget.Memory
 	if !overWork && !overMemory {

@@ -127,6 +127,10 @@ type Rule struct {
 	// the key's requests are denied until the block ends (see algorithms.Box). The zero
 	// Box is none.
 	Box algorithms.Box
+	// Overridable (overridable = true) rules take per-key overrides at runtime
+	// (algorithms.Override): the engine reads a key's override in the same script call
+	// that decides it. Built-in algorithms only.
+	Overridable bool
 	// AcceptBound (accept_bound = true) accepts the bound above its limit that the rule's
 	// algorithm declares by design, such as fixed_window's 2× across a window boundary:
 	// rlctl verify reports traffic within that bound as a note, not a warning, so -strict

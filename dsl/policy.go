@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -39,6 +40,7 @@ var ruleAttrs = []hcl.AttributeSchema{
 	{Name: "replaces"},
 	{Name: "block_for"},
 	{Name: "block_max"},
+	{Name: "overridable"},
 }
 
 // validName is the form of policy, rule, scenario and traffic names: they appear in Redis
@@ -319,7 +321,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 	content, d = b.Body.Content(schema)
 	for _, x := range d {
 		if x.Summary == "Unsupported argument" || x.Summary == "Extraneous JSON object property" {
-			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound, stats_key, replaces, block_for and block_max; %s takes %s.", alg.Name, paramList(alg))
+			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound, stats_key, replaces, block_for, block_max and overridable; %s takes %s.", alg.Name, paramList(alg))
 		}
 	}
 	l.add(d...)
@@ -351,6 +353,17 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 		r.replaces = a
 	}
 	l.box(r, content)
+	if a := content.Attributes["overridable"]; a != nil {
+		e, d := l.env.compile(a.Expr, constScope, cty.Bool)
+		l.add(d...)
+		if e != nil && e.kind == kindConst && !e.val.IsNull() {
+			r.Overridable = e.val.True()
+		}
+		if r.Overridable && !alg.Overridable() {
+			l.add(errorf(a.Expr.Range(), "Plugins take no overrides", "Rule %q uses the plugin %s: an override converts a key's state to new figures, which only the built-in algorithms know how to do. Remove overridable, or use a built-in algorithm.", r.Name, alg.Name))
+			r.Overridable = false
+		}
+	}
 	if a := content.Attributes["stats_key"]; a != nil {
 		e, d := l.env.compile(a.Expr, requestScope, cty.String)
 		l.add(d...)
@@ -883,4 +896,63 @@ func (l *loader) box(r *Rule, content *hcl.BodyContent) {
 		return
 	}
 	r.Box.Max = ceiling
+}
+
+// Figures returns the parameters of an override of the rule (algorithms.Override) for
+// request r: the rule's own for r with the parameters set names replaced, each value
+// written as in a policy ("100/s" for a rate, "1m" for a duration, "200" for a count),
+// and the rule's own. It checks the result as the script does
+// (algorithms.Algorithm.CheckOverride): a window algorithm keeps its window.
+func (ru *Rule) Figures(r Request, set map[string]string) (figures, own []int64, err error) {
+	if !ru.Overridable {
+		return nil, nil, fmt.Errorf("rule %q is not overridable: add overridable = true to it", ru.Name)
+	}
+	if own, err = ru.Wire(r); err != nil {
+		return nil, nil, err
+	}
+	figures = slices.Clone(own)
+	at := 0
+	used := 0
+	for i, ap := range ru.Algorithm.Params {
+		n := 1
+		if ap.Kind == algorithms.Rate {
+			n = 2
+		}
+		if text, ok := set[ap.Name]; ok && ap.Kind != algorithms.Lease {
+			used++
+			var v cty.Value
+			switch {
+			case ap.Flag:
+				v = cty.StringVal(text)
+			case ap.Kind == algorithms.Count:
+				x, perr := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
+				if perr != nil {
+					return nil, nil, fmt.Errorf("rule %q: %s = %q: want a whole number", ru.Name, ap.Name, text)
+				}
+				v = cty.NumberIntVal(x)
+			default:
+				v = cty.StringVal(text)
+			}
+			w, werr := constWire(ap, v, ru.Params[i].written)
+			if werr != nil {
+				return nil, nil, fmt.Errorf("rule %q: %s = %q: %v", ru.Name, ap.Name, text, werr)
+			}
+			copy(figures[at:at+n], w)
+		}
+		at += n
+	}
+	if used != len(set) {
+		var unknown []string
+		for name := range set {
+			if !slices.ContainsFunc(ru.Algorithm.Params, func(p algorithms.Param) bool { return p.Name == name && p.Kind != algorithms.Lease }) {
+				unknown = append(unknown, name)
+			}
+		}
+		slices.Sort(unknown)
+		return nil, nil, fmt.Errorf("rule %q: %s takes no %s; it takes %s", ru.Name, ru.Algorithm.Name, strings.Join(unknown, ", "), paramList(ru.Algorithm))
+	}
+	if err := ru.Algorithm.CheckOverride(own, figures); err != nil {
+		return nil, nil, fmt.Errorf("rule %q: %w", ru.Name, err)
+	}
+	return figures, own, nil
 }

@@ -557,8 +557,8 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending, gone []
 			if err != nil {
 				return nil, nil, false, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
 			}
-			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, len(ru.Algorithm.Keys) > 0 || ru.Box.For > 0)
-			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire, Compiled: e.plan.compiled[ru], Box: ru.Box}
+			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, len(ru.Algorithm.Keys) > 0 || ru.Box.For > 0 || ru.Overridable)
+			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire, Compiled: e.plan.compiled[ru], Box: ru.Box, Overridable: ru.Overridable}
 			if ru.Algorithm.HasLease() {
 				c.Lease = e.leasePrefix + strconv.FormatUint(e.leaseSeq.Add(1), 36)
 			}

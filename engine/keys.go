@@ -17,8 +17,8 @@ import (
 // whole and lands in a slot of its own.
 //
 // A rule with further keys, those of its algorithm (algorithms.Algorithm.Keys, a plugin's
-// keys) or its penalty box (block_for: algorithms.Box), is written with its identity in
-// braces:
+// keys), its penalty box (block_for: algorithms.Box) or its overrides (overridable:
+// algorithms.Override), is written with its identity in braces:
 //
 //	rl:{<shard>}:{<policy>:<rule>:<algorithm>:<key>}   with a shard
 //	rl:{<policy>:<rule>:<algorithm>:<key>}             without
