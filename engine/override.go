@@ -50,6 +50,9 @@ func (e *Engine) SetOverride(ctx context.Context, r dsl.Request, policyName, rul
 		if !until.After(e.clock()) {
 			return fmt.Errorf("%w: until %s has passed", ErrRequest, until.Format(time.RFC3339Nano))
 		}
+		if latest := time.UnixMicro(algorithms.MaxInt); until.After(latest) {
+			return fmt.Errorf("%w: until %s is past the latest instant the engine keeps, %s", ErrRequest, until.Format(time.RFC3339Nano), latest.UTC().Format(time.RFC3339))
+		}
 		o.Until = until.UnixMicro()
 	}
 	_, err = e.overrideCall(ctx, p, func(c *algorithms.Call) { c.Override = o })

@@ -38,6 +38,11 @@ var openapi []byte
 //	POST /v1/reset    forget a request's counters and blocks (engine.Reset): every key of the
 //	                  rules that apply to it starts afresh; callers with the admin
 //	                  right only (Config.Admin: 403 otherwise), each reset logged
+//	POST /v1/overrides/set, /clear   give one key of an overridable rule other figures,
+//	                  or take them back (engine.SetOverride, engine.ClearOverride): the
+//	                  admin right only, each change logged
+//	POST /v1/overrides/get   the override in force for a request's key of a rule
+//	                  (engine.Override), or null
 //	POST /json        Envoy's RateLimitRequest in protobuf's JSON form, answered as
 //	                  envoyproxy/ratelimit's /json (429 when over the limit)
 //	GET  /healthz     200 while the server has policies to decide
@@ -59,6 +64,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/peek", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, true) })
 	mux.HandleFunc("POST /v1/release", s.release)
 	mux.HandleFunc("POST /v1/reset", s.reset)
+	mux.HandleFunc("POST /v1/overrides/{op}", s.override)
 	mux.HandleFunc("POST /json", s.envoyJSON)
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
