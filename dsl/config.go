@@ -274,6 +274,9 @@ type Scenario struct {
 	// Faults are the Redis failures the scenario injects, in time order; they never
 	// overlap. None means Redis never fails.
 	Faults []*Fault
+	// Changes are the scenario's override blocks, in time order: overrides set or cleared
+	// at virtual instants.
+	Changes []*Change
 	// Engine is how the engine deciding the scenario's requests is configured; Load fills
 	// in the engine's defaults for what the scenario's engine block leaves out.
 	Engine    EngineSettings

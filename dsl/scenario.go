@@ -26,6 +26,7 @@ var scenarioSchema = &hcl.BodySchema{
 		{Type: "fault"},
 		{Type: "engine"},
 		{Type: "expect"},
+		{Type: "override"},
 	},
 }
 
@@ -173,6 +174,7 @@ func (l *loader) decodeScenario(b *hcl.Block) {
 		l.add(errorf(b.DefRange, "Scenario has no traffic", "Scenario %q sends nothing. Add a traffic block, for example:\n\n  traffic \"users\" {\n    clients = 100\n    request = { user = \"u${client}\" }\n    rate    = \"1/s\"\n  }", s.Name))
 	}
 	l.decodeFaults(content.Blocks, s)
+	l.decodeChanges(content.Blocks, s, policy)
 	l.decodeEngine(content.Blocks, s)
 	hasExpect := false
 	for _, eb := range content.Blocks {

@@ -31,8 +31,18 @@ type Report struct {
 	Engine *EngineReport `json:"engine,omitempty"`
 	// Faults are the scenario's faults, in time order, with what each did.
 	Faults []*FaultReport `json:"faults,omitempty"`
+	// Changes are the scenario's override changes, in time order.
+	Changes []ChangeReport `json:"overrides,omitempty"`
 
 	allowedAt map[string][]int64
+}
+
+// ChangeReport is one override change of a scenario (dsl.Change): when, and what.
+type ChangeReport struct {
+	At time.Duration `json:"at_ns"`
+	// For is how long the override lasts; 0 until cleared (or for a clearing change).
+	For    time.Duration `json:"for_ns,omitempty"`
+	Change string        `json:"change"` // "per_user for user=acme: rate=100/s burst=200"
 }
 
 // TrafficReport is one traffic source's outcome.
@@ -416,6 +426,14 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	r.writeFaults(ew)
+	if len(r.Changes) > 0 {
+		fmt.Fprintln(ew)
+		fmt.Fprintln(ew, "overrides")
+		for _, c := range r.Changes {
+			fmt.Fprintf(ew, "  at %s  %s\n", fmtDur(c.At), c.Change)
+		}
+		fmt.Fprintln(ew, "  (from its change on, a key overridden is left out of its rule's worst key: it has other figures)")
+	}
 
 	if len(r.Expect) > 0 {
 		fmt.Fprintln(ew)
@@ -565,6 +583,14 @@ func (r *Report) writeTimeline(w io.Writer) {
 		for _, f := range r.Faults {
 			if f.At < from+bucket && (f.At+f.For > from || f.At >= from) {
 				fmt.Fprintf(w, "  [%s]", f.Kind)
+			}
+		}
+		for _, c := range r.Changes {
+			if c.At >= from && c.At < from+bucket {
+				fmt.Fprint(w, "  [override]")
+			}
+			if end := c.At + c.For; c.For > 0 && end >= from && end < from+bucket {
+				fmt.Fprint(w, "  [override ends]")
 			}
 		}
 		fmt.Fprintln(w)

@@ -89,11 +89,13 @@ func (g *rig) at(t int64) { g.clock.Set(time.UnixMicro(g.base + t)) }
 func (g *rig) do(t, skew int64, c *algorithms.Call) (algorithms.Reply, error) {
 	g.at(t)
 	c.Now = g.base + t + skew
+	// A call the wire refuses counts too: a trace whose every call is refused still
+	// spends the budget, and ends.
+	g.calls++
 	argv, err := c.Argv()
 	if err != nil {
 		return algorithms.Reply{}, err
 	}
-	g.calls++
 	v, err := g.fcall(context.Background(), g.script.Function, c.Keys(), argv)
 	if g.tick != nil {
 		g.tick()
@@ -257,6 +259,9 @@ func leaseID(n int) string { return "lease-" + strconv.Itoa(n) }
 // rule returns the wire rule of a step.
 func (s *subject) rule(st step) algorithms.Rule {
 	r := algorithms.Rule{Key: s.key, Algorithm: s.alg, Cost: st.cost, Params: s.params, Compiled: s.compiled}
+	if s.compiled != nil {
+		r.Overridable = s.compiled.Overridable
+	}
 	if s.lease >= 0 {
 		r.Lease = leaseID(st.lease)
 	}

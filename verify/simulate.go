@@ -195,6 +195,9 @@ type sim struct {
 	observe func(at time.Time, source string, attrs map[string]string, d *engine.Decision)
 	policy  *dsl.Policy        // the scenario's
 	script  *algorithms.Script // the engine script, its lines mapped to their files
+	// overridden holds the rule keys a scenario's override changed: their figures are not
+	// the rule's, so the rules' worst keys leave them out.
+	overridden map[string]bool
 }
 
 // source is one client of a traffic block (or the replayed trace).
@@ -373,6 +376,10 @@ func (s *sim) addScenario(sc *dsl.Scenario) error {
 	s.origin = Epoch.UnixMicro()
 	s.end = s.origin + sc.Duration.Microseconds()
 	s.r.Duration = sc.Duration
+	for _, c := range sc.Changes {
+		s.sched.push(&event{at: s.origin + c.At.Microseconds(), kind: evChange, chg: c})
+		s.r.Changes = append(s.r.Changes, ChangeReport{At: c.At, For: c.For, Change: c.String()})
+	}
 	for _, t := range sc.Traffic {
 		ts := s.trafficFor(t.Name, t.Pattern, t.Clients)
 		ts.rep.Units, ts.rep.AtMost = t.Units, t.AtMost
@@ -436,6 +443,8 @@ func (s *sim) run(progress func(done, total time.Duration)) error {
 		case evRelease:
 			s.inflight(ev.req.d, ev.req.attrs, ev.req.n, -1)
 			err = s.release(ctx, ev.req.eng, ev.req.d)
+		case evChange:
+			err = s.change(ctx, ev.chg)
 		case evProbe:
 			err = s.probe(ctx, ev.at, ev.req)
 		case evArrival:
@@ -731,6 +740,12 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 		if !onRedis {
 			continue
 		}
+		if s.overridden[rr.Key] {
+			if d.Allowed {
+				rep.Charged += rs.cost(attrs, n)
+			}
+			continue
+		}
 		if d.Allowed && rr.Window > 0 && !rs.lease {
 			c := rs.cost(attrs, n)
 			if c > 0 {
@@ -877,4 +892,30 @@ func designBound(a *algorithms.Algorithm) func(int64) int64 {
 		return func(l int64) int64 { return 2 * g.Bound.Of(l) }
 	}
 	return func(int64) int64 { return 0 }
+}
+
+// change makes a scenario's override change on the simulated Redis itself (an operator's
+// change does not go through the instances, nor through the scenario's faults).
+func (s *sim) change(ctx context.Context, c *dsl.Change) error {
+	r := engine.Attrs(c.Request)
+	d, err := s.peek.Peek(ctx, r)
+	if err != nil {
+		return err
+	}
+	for _, rr := range d.Rules {
+		if rr.Rule == c.Rule.Name {
+			if s.overridden == nil {
+				s.overridden = map[string]bool{}
+			}
+			s.overridden[rr.Key] = true
+		}
+	}
+	if c.Set == nil {
+		return s.peek.ClearOverride(ctx, r, s.policy.Name, c.Rule.Name)
+	}
+	var until time.Time
+	if c.For > 0 {
+		until = s.clock.Now().Add(c.For)
+	}
+	return s.peek.SetOverride(ctx, r, s.policy.Name, c.Rule.Name, c.Set, until)
 }

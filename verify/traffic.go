@@ -202,10 +202,12 @@ func (g *edgeGen) next() (int64, int, bool) {
 }
 
 // event kinds, in the order they run at one instant: a request that finished at t gives
-// its lease back before one arriving at t asks, and a retry probe sees the instant as the
-// denied client would, before that instant's arrivals.
+// its lease back before one arriving at t asks, an override made at t is in force for
+// the requests at t, and a retry probe sees the instant as the denied client would,
+// before that instant's arrivals.
 const (
 	evRelease = iota
+	evChange
 	evProbe
 	evArrival
 )
@@ -218,6 +220,7 @@ type event struct {
 	src  int    // evArrival: index into the simulation's sources
 	left int    // evArrival: requests left in the clump
 	req  *pendingReq
+	chg  *dsl.Change // evChange
 }
 
 // eventQueue is a min-heap of events by (at, kind, seq).

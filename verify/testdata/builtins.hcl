@@ -32,6 +32,9 @@ policy "bucket" {
     key       = "k"
     capacity  = 5
     rate      = "2/s"
+    # An overridable rule's calls read the key's override in the same call: with none
+    # set, every property holds as for the policy's figures.
+    overridable = true
   }
 }
 
@@ -46,10 +49,11 @@ policy "leaky" {
 
 policy "gcra" {
   rule "r" {
-    algorithm = "gcra"
-    key       = "k"
-    rate      = "3/s"
-    burst     = 4
+    algorithm   = "gcra"
+    key         = "k"
+    rate        = "3/s"
+    burst       = 4
+    overridable = true
   }
 }
 
