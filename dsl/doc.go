@@ -38,6 +38,7 @@
 //	    replaces  = ["per_ip"]     # rules of the policy that do not apply to a decision this one does
 //	    block_for = "15m"          # penalty box: a denial blocks the key this long; constant
 //	    block_max = "24h"          # optional: repeat offences double the block up to this
+//	    overridable = false        # a key may get other figures at runtime (built-ins); constant
 //	    rate      = "10/s"         # the algorithm's parameters...
 //	    burst     = lookup(local.tiers, request.plan, 60)  # ...constants or expressions
 //	  }
