@@ -27,6 +27,7 @@ const (
 	PropRaceCluster = "race (cluster)"
 	PropRaceCommand = "race (redis.call)"
 	PropBox         = "penalty box"
+	PropOverride    = "override"
 )
 
 // Statements of the properties, as Results carry them. The limit property's statement
