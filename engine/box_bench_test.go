@@ -81,15 +81,16 @@ policy "p" {
 				b.ReportMetric(float64(cmds)/float64(calls), "commands/call")
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
-			b.ReportMetric(luaSteps(b, e.plan, c.blocked), "lua-steps/call")
+			b.ReportMetric(luaSteps(b, e.plan, c.blocked, nil), "lua-steps/call")
 		})
 	}
 }
 
 // luaSteps returns the Lua instructions a call of plan's one rule runs on average (a
-// measure no load changes), on a luahost that counts them: 1,024 keys, each called twice
-// to warm (spent and boxed when blocked), then once more, counted.
-func luaSteps(b *testing.B, plan *Plan, blocked bool) float64 {
+// measure no load changes), on a luahost that counts them: 1,024 keys, each given the
+// override figures (when not nil), called twice to warm (spent and boxed when blocked),
+// then once more, counted.
+func luaSteps(b *testing.B, plan *Plan, blocked bool, figures []int64) float64 {
 	s := plan.Script()
 	ru := plan.policies[0].Rules[0]
 	h := luahost.New(luahost.WithInstructionLimit(1<<40), luahost.WithCommands(s.Commands()...))
@@ -97,10 +98,7 @@ func luaSteps(b *testing.B, plan *Plan, blocked bool) float64 {
 		b.Fatal(err)
 	}
 	now := int64(1_900_000_000_000_000)
-	call := func(i int, counted bool) {
-		c := &algorithms.Call{Op: algorithms.OpCheck, Now: now, Rules: []algorithms.Rule{{
-			Key: fmt.Sprintf("{u%d}", i), Algorithm: ru.Algorithm, Cost: 1, Params: plan.Compiled(ru).Params, Compiled: plan.Compiled(ru), Box: ru.Box,
-		}}}
+	do := func(c *algorithms.Call) algorithms.Reply {
 		argv, err := c.Argv()
 		if err != nil {
 			b.Fatal(err)
@@ -109,8 +107,27 @@ func luaSteps(b *testing.B, plan *Plan, blocked bool) float64 {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if r, err := algorithms.DecodeCallReply(c, v); err != nil || r.Allowed == blocked && counted {
-			b.Fatalf("call %d: %+v %v", i, r, err)
+		r, err := algorithms.DecodeCallReply(c, v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r
+	}
+	rule := func(i int) algorithms.Rule {
+		return algorithms.Rule{Key: fmt.Sprintf("{u%d}", i), Algorithm: ru.Algorithm, Cost: 1, Params: plan.Compiled(ru).Params,
+			Compiled: plan.Compiled(ru), Box: ru.Box, Overridable: ru.Overridable}
+	}
+	call := func(i int, counted bool) {
+		c := &algorithms.Call{Op: algorithms.OpCheck, Now: now, Rules: []algorithms.Rule{rule(i)}}
+		if r := do(c); r.Allowed == blocked && counted {
+			b.Fatalf("call %d: %+v", i, r)
+		}
+	}
+	if figures != nil {
+		for i := range 1024 {
+			r := rule(i)
+			r.Cost = 0
+			do(&algorithms.Call{Op: algorithms.OpOverride, Now: now, Rules: []algorithms.Rule{r}, Override: &algorithms.Override{Params: figures}})
 		}
 	}
 	for i := range 2048 {
