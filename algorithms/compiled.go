@@ -20,6 +20,9 @@ type Compiled struct {
 	Box Box
 	// Overridable rules read their key's override (Rule.Overridable); built-ins only.
 	Overridable bool
+	// Lists are the rule's exempt and deny lists, constants of the script; the zero
+	// Lists is none.
+	Lists Lists
 	// Params holds Algorithm.WireLen() wire values; the values at Vary positions are
 	// placeholders (0).
 	Params []int64
@@ -41,6 +44,9 @@ func (c *Compiled) check(algs []*Algorithm) (*Compiled, error) {
 		return nil, fmt.Errorf("algorithm %q is not in the script", c.Algorithm.Name)
 	}
 	if err := c.Box.check(); err != nil {
+		return nil, err
+	}
+	if err := c.Lists.check(); err != nil {
 		return nil, err
 	}
 	if c.Overridable && !c.Algorithm.Overridable() {
@@ -81,8 +87,9 @@ func IsBuiltin(a *Algorithm) bool { return slices.Contains(builtin, a) }
 
 // compiledRules writes compiled_rule(name), which returns the compiled rule a call names
 // "@k" as {algorithm name, shadow, parameters, varying positions, shared, builtin}, with
-// box = {length, ceiling} for a rule with a penalty box and ovr = true for an overridable
-// one: shared when nothing varies and
+// box = {length, ceiling} for a rule with a penalty box, ovr = true for an overridable
+// one and lists = {exempt list or false, deny list or false, deny retry} for one with
+// lists: shared when nothing varies and
 // the algorithm is a built-in, whose functions never modify their parameters, so every
 // call may use the same table. The records are built on first use and
 // kept under the name "@k" (the dispatcher adds the built-in's functions to them): once per
@@ -135,5 +142,17 @@ func ruleRecord(c *Compiled) string {
 	if c.Overridable {
 		box += ", ovr = true"
 	}
+	if l := c.Lists; l.Any() {
+		// The names match ListName: no quote or backslash to escape.
+		box += fmt.Sprintf(", lists = {%s, %s, %d}", luaName(l.Exempt), luaName(l.Deny), l.DenyRetry)
+	}
 	return fmt.Sprintf("{'%s', %t, {%s}, {%s}, %t, %t%s}", c.Algorithm.Name, c.Shadow, strings.Join(params, ", "), strings.Join(vary, ", "), shared, builtin, box)
+}
+
+// luaName is a list's name as a Lua string literal, or false for none.
+func luaName(n string) string {
+	if n == "" {
+		return "false"
+	}
+	return "'" + n + "'"
 }

@@ -33,6 +33,7 @@ func sameAlgorithm(a *Algorithm) func(*rand.Rand, string) []traceKey {
 			keys[i] = traceKey{key: fmt.Sprintf("%sk%d", prefix, i), alg: a, params: randomParams(rng, a)}
 			keys[i].box = randomBox(rng, a, keys[i].params)
 			keys[i].ovr = a.Overridable() && rng.IntN(3) == 0
+			keys[i].lists = randomLists(rng)
 			keys[i].key = boxedKey(keys[i])
 		}
 		return keys
@@ -47,6 +48,7 @@ func mixed(rng *rand.Rand, prefix string) []traceKey {
 		keys[i] = traceKey{key: fmt.Sprintf("%sk%d", prefix, i), alg: a, params: randomParams(rng, a)}
 		keys[i].box = randomBox(rng, a, keys[i].params)
 		keys[i].ovr = a.Overridable() && rng.IntN(3) == 0
+		keys[i].lists = randomLists(rng)
 		keys[i].key = boxedKey(keys[i])
 	}
 	return keys

@@ -447,11 +447,13 @@ type Oracle struct {
 	// overrides holds each overridable rule key's override; its state is in the
 	// override's figures while it is here.
 	overrides map[string]Override
+	// members holds the list members (ListKey) that are set.
+	members map[string]bool
 }
 
 // NewOracle returns an empty reference keyspace.
 func NewOracle() *Oracle {
-	return &Oracle{states: map[string]state{}, algs: map[string]string{}, boxes: map[string]boxRecord{}, overrides: map[string]Override{}}
+	return &Oracle{states: map[string]state{}, algs: map[string]string{}, boxes: map[string]boxRecord{}, overrides: map[string]Override{}, members: map[string]bool{}}
 }
 
 func (o *Oracle) state(r *Rule) (state, error) {
@@ -495,6 +497,16 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 			}
 		}
 		states[i] = s
+	}
+	if c.Op == OpList {
+		k := ListKey(c.Rules[0].Key, c.List)
+		switch c.Action {
+		case ListAdd:
+			o.members[k] = true
+		case ListRemove:
+			delete(o.members, k)
+		}
+		return Reply{Allowed: true, Now: c.Now, Member: o.members[k]}, nil
 	}
 	if c.Op == OpOverride && c.Read {
 		rep := Reply{Allowed: true, Now: c.Now}
@@ -571,8 +583,15 @@ func (o *Oracle) checkAll(c *Call, states []state, units int64) (Reply, []state,
 	blocks := make([]int64, len(c.Rules))
 	for i, r := range c.Rules {
 		cost := r.Cost * units
+		on := r.Lists.on(r.Key, o.members)
+		if on == listExempt {
+			cost = 0
+		}
 		rep.Rules[i], next[i] = checkRule(states[i], c.Now, cost, r.Lease)
-		if r.Box.For > 0 {
+		if on != listNone {
+			rep.Rules[i] = r.Lists.verdict(on, rep.Rules[i])
+			next[i] = states[i]
+		} else if r.Box.For > 0 {
 			var blocked bool
 			rep.Rules[i], blocked, blocks[i] = r.Box.apply(rep.Rules[i], o.boxes[r.Key], c.Now, cost)
 			if blocked {

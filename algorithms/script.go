@@ -58,9 +58,10 @@ type segment struct {
 }
 
 // Commands returns the sorted union of the Redis commands the script may call: the
-// dispatcher's TIME and every algorithm's list.
+// dispatcher's own (TIME; GET, SET and DEL for boxes and overrides; EXISTS, SET and DEL
+// for lists) and every algorithm's list.
 func (s *Script) Commands() []string {
-	cmds := []string{"TIME"}
+	cmds := []string{"TIME", "GET", "SET", "DEL", "EXISTS"}
 	for _, a := range s.Algorithms {
 		cmds = append(cmds, a.Commands...)
 	}

@@ -28,6 +28,24 @@ type traceKey struct {
 	params []int64
 	box    Box
 	ovr    bool // overridable
+	lists  Lists
+}
+
+// randomLists draws lists for one key in three: an exempt list, a deny list (with a retry
+// from a microsecond to an hour), or both.
+func randomLists(rng *rand.Rand) Lists {
+	if rng.IntN(3) != 0 {
+		return Lists{}
+	}
+	var l Lists
+	x := rng.IntN(3)
+	if x != 1 {
+		l.Exempt = "partners"
+	}
+	if x != 0 {
+		l.Deny, l.DenyRetry = "banned", []int64{1, 999, 1_000_000, 3_600_000_000}[rng.IntN(4)]+rng.Int64N(3)
+	}
+	return l
 }
 
 // randomBox draws a penalty box for one key in three (none for concurrency, which a policy
@@ -51,7 +69,7 @@ func randomBox(rng *rand.Rand, a *Algorithm, params []int64) Box {
 // boxedKey returns k's key, as its own hash tag when k is boxed or overridable, so that its
 // box or override (further keys) are in its slot, as the engine renders such a rule's key.
 func boxedKey(k traceKey) string {
-	if k.box.For > 0 || k.ovr {
+	if k.box.For > 0 || k.ovr || k.lists.Any() {
 		return "{" + k.key + "}"
 	}
 	return k.key
@@ -171,6 +189,30 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 		switch rng.IntN(10) {
 		case 0:
 			c.Op = OpRefund
+		case 9:
+			var listed []traceKey
+			for _, k := range keys {
+				if k.lists.Any() {
+					listed = append(listed, k)
+				}
+			}
+			if len(listed) == 0 {
+				break
+			}
+			k := listed[rng.IntN(len(listed))]
+			c.Op, c.List = OpList, k.lists.Exempt
+			if c.List == "" || k.lists.Deny != "" && rng.IntN(2) == 0 {
+				c.List = k.lists.Deny
+			}
+			c.Action = []ListAction{ListAdd, ListAdd, ListRemove, ListRead}[rng.IntN(4)]
+			lease++
+			c.Rules = []Rule{{Key: k.key, Algorithm: k.alg, Params: k.params, Lease: fmt.Sprintf("lease-%d", lease), Box: k.box, Overridable: k.ovr, Lists: k.lists}}
+			rep, err := o.Do(&c)
+			if err != nil {
+				return nil, nil, err
+			}
+			calls, replies = append(calls, c), append(replies, rep)
+			continue
 		case 1:
 			c.Op, c.Units = OpMost, 1+rng.Int64N(12)
 		case 2:
@@ -189,7 +231,7 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 				c.Override, c.Read = nil, true
 			}
 			lease++
-			c.Rules = []Rule{{Key: k.key, Algorithm: k.alg, Params: k.params, Lease: fmt.Sprintf("lease-%d", lease), Box: k.box, Overridable: true}}
+			c.Rules = []Rule{{Key: k.key, Algorithm: k.alg, Params: k.params, Lease: fmt.Sprintf("lease-%d", lease), Box: k.box, Overridable: true, Lists: k.lists}}
 			rep, err := o.Do(&c)
 			if err != nil {
 				return nil, nil, err
@@ -224,7 +266,7 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			}
 			c.Rules = append(c.Rules, Rule{
 				Key: k.key, Algorithm: k.alg, Cost: cost, Shadow: rng.IntN(5) == 0,
-				Params: k.params, Lease: fmt.Sprintf("lease-%d", id), Box: k.box, Overridable: k.ovr,
+				Params: k.params, Lease: fmt.Sprintf("lease-%d", id), Box: k.box, Overridable: k.ovr, Lists: k.lists,
 			})
 		}
 		rep, err := o.Do(&c)
@@ -480,7 +522,7 @@ func expiredEarly(calls []Call, got Reply) bool {
 		return false
 	}
 	for set := 1; set < 1<<len(last.Rules); set++ {
-		try := &Oracle{states: maps.Clone(o.states), algs: maps.Clone(o.algs), boxes: maps.Clone(o.boxes), overrides: maps.Clone(o.overrides)}
+		try := &Oracle{states: maps.Clone(o.states), algs: maps.Clone(o.algs), boxes: maps.Clone(o.boxes), overrides: maps.Clone(o.overrides), members: maps.Clone(o.members)}
 		for i, r := range last.Rules {
 			if set&(1<<i) != 0 {
 				delete(try.states, r.Key)
@@ -554,7 +596,8 @@ func (e hostExec) run(calls []Call) ([]Reply, error) {
 	if horizon > 0 {
 		clock.Set(time.UnixMicro(horizon + 3000))
 		// Overrides are records with no expiry of their own (see Override).
-		keys := slices.DeleteFunc(h.Keys(), func(k string) bool { return strings.HasSuffix(k, overrideSuffix) })
+		// Overrides and list members live until changed.
+		keys := slices.DeleteFunc(h.Keys(), func(k string) bool { return strings.HasSuffix(k, overrideSuffix) || strings.Contains(k, listSuffix) })
 		if len(keys) > 0 {
 			return nil, fmt.Errorf("keys %v outlive every reset-after (the last ends at %d)", keys, horizon)
 		}

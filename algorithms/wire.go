@@ -30,6 +30,19 @@ const (
 	// call's one rule, an Overridable one, for its key, converting the key's state to the
 	// new figures (see Override). The reply has no rules.
 	OpOverride Op = "override"
+	// OpList adds the key of the call's one rule, a rule with Lists, to list Call.List
+	// (Call.Action ListAdd), removes it (ListRemove) or reads whether it is a member
+	// (ListRead: Reply.Member). The reply has no rules.
+	OpList Op = "list"
+)
+
+// ListAction is what an OpList call does.
+type ListAction string
+
+const (
+	ListAdd    ListAction = "+"
+	ListRemove ListAction = "-"
+	ListRead   ListAction = "?"
 )
 
 // ServerTime as Call.Now makes the script read the server clock (Redis TIME).
@@ -57,8 +70,11 @@ type Call struct {
 	Override *Override
 	// Read, for OpOverride, reads the override in force (Reply.Override) instead of
 	// changing it; one whose end has come is ended first, as a decision would.
-	Read  bool
-	Rules []Rule
+	Read bool
+	// List and Action, for OpList, name the list and what to do with the rule's key.
+	List   string
+	Action ListAction
+	Rules  []Rule
 }
 
 // Rule is one rule of a call.
@@ -74,6 +90,9 @@ type Rule struct {
 	// Overridable rules decide each key with its override's figures while it has one
 	// (Override), read in the same call.
 	Overridable bool
+	// Lists are the rule's exempt and deny lists, read in the same call; the zero Lists
+	// is none.
+	Lists Lists
 	// Compiled, when set, is the rule of the call's script this rule is: the call names
 	// it and sends its cost and the values at Compiled.Vary only. Algorithm, Shadow and
 	// the constant Params must be the compiled rule's.
@@ -120,7 +139,7 @@ var (
 	argCheck    any = string(OpCheck)
 	argRefund   any = string(OpRefund)
 	argNone     any = ""
-	argFlags        = [8]any{"0", "1", "2", "3", "4", "5", "6", "7"} // shadow (1), penalty box (2), overridable (4)
+	argFlags        = [16]any{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15"} // shadow (1), penalty box (2), overridable (4), lists (8)
 )
 
 // AppendArgs appends the call's ARGV to dst as arguments of a go-redis command, in the
@@ -152,6 +171,17 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 			if err := r.Algorithm.CheckOverride(r.Params, o.Params); err != nil {
 				return nil, err
 			}
+		}
+	case OpList:
+		op = string(OpList)
+		if len(c.Rules) != 1 || !c.Rules[0].Lists.Any() {
+			return nil, fmt.Errorf("a list call takes one rule with lists")
+		}
+		if l := c.Rules[0].Lists; c.List == "" || c.List != l.Exempt && c.List != l.Deny {
+			return nil, fmt.Errorf("list %q is not one of the rule's", c.List)
+		}
+		if c.Action != ListAdd && c.Action != ListRemove && c.Action != ListRead {
+			return nil, fmt.Errorf("list action %q: want %q, %q or %q", c.Action, ListAdd, ListRemove, ListRead)
 		}
 	default:
 		return nil, fmt.Errorf("unknown op %q", c.Op)
@@ -210,6 +240,9 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 		if r.Overridable && !r.Algorithm.Overridable() {
 			return nil, fmt.Errorf("rule %d: %s takes no overrides", i+1, r.Algorithm.Name)
 		}
+		if err := r.Lists.check(); err != nil {
+			return nil, fmt.Errorf("rule %d: %w", i+1, err)
+		}
 		f := 0
 		if r.Shadow {
 			f |= 1
@@ -220,9 +253,15 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 		if r.Overridable {
 			f |= 4
 		}
+		if r.Lists.Any() {
+			f |= 8
+		}
 		dst = append(dst, r.Algorithm.Name, &r.Cost, argFlags[f])
 		if r.Box.For > 0 {
 			dst = append(dst, &r.Box.For, &r.Box.Max)
+		}
+		if r.Lists.Any() {
+			dst = append(dst, &r.Lists.Exempt, &r.Lists.Deny, &r.Lists.DenyRetry)
 		}
 		for j := range r.Params {
 			if r.Algorithm.IsLeaseSlot(j) {
@@ -234,6 +273,9 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 			}
 			dst = append(dst, &r.Params[j])
 		}
+	}
+	if c.Op == OpList {
+		return append(dst, &c.List, string(c.Action)), nil
 	}
 	if c.Op == OpOverride {
 		if c.Read {
@@ -270,7 +312,7 @@ func (c *Call) keyBefore(i int, seen map[string]int) int {
 // assembled; a rule whose own values vary is validated whole.
 func (r *Rule) appendCompiled(dst []any) ([]any, error) {
 	c := r.Compiled
-	if r.Algorithm != c.Algorithm || r.Shadow != c.Shadow || r.Box != c.Box || r.Overridable != c.Overridable || len(r.Params) != len(c.Params) {
+	if r.Algorithm != c.Algorithm || r.Shadow != c.Shadow || r.Box != c.Box || r.Overridable != c.Overridable || r.Lists != c.Lists || len(r.Params) != len(c.Params) {
 		return nil, fmt.Errorf("does not match compiled rule %d (%s)", c.Index, c.Algorithm.Name)
 	}
 	leasesOnly, v := true, 0
@@ -319,6 +361,8 @@ type Reply struct {
 	// Override, for an OpOverride call that reads (Call.Read), is the override in force;
 	// nil when none is.
 	Override *Override
+	// Member, for an OpList call, is whether the rule's key is on the list after it.
+	Member bool
 }
 
 // RuleResult is one rule's verdict. Values describe the key after the call: charged when
@@ -406,6 +450,9 @@ func DecodeReply(v any, n int) (Reply, error) {
 func DecodeCallReply(c *Call, v any) (Reply, error) {
 	if c.Op == OpOverride {
 		return decodeOverrideReply(c, v)
+	}
+	if c.Op == OpList {
+		return decodeListReply(v)
 	}
 	if c.Op != OpMost {
 		return DecodeReply(v, len(c.Rules))
@@ -497,4 +544,20 @@ func decodeOverrideReply(c *Call, v any) (Reply, error) {
 		r.Override = &o
 	}
 	return r, nil
+}
+
+// decodeListReply decodes the reply of an OpList call: {1, 0, now, server, member}, member
+// 1 or 0.
+func decodeListReply(v any) (Reply, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != header+1 || arr[0] != int64(1) || arr[1] != int64(0) {
+		return Reply{}, fmt.Errorf("%w: %v for a list call", ErrReply, v)
+	}
+	now, ok1 := arr[2].(int64)
+	server, ok2 := arr[3].(int64)
+	m, ok3 := arr[4].(int64)
+	if !ok1 || !ok2 || !ok3 || m != 0 && m != 1 {
+		return Reply{}, fmt.Errorf("%w: %v for a list call", ErrReply, v)
+	}
+	return Reply{Allowed: true, Now: now, Server: server, Member: m == 1}, nil
 }

@@ -22,7 +22,9 @@
 --         a rule written out: algorithm name, cost (integer >= 0), flags (bit 1: shadow,
 --         bit 2: a penalty box, whose block length in microseconds (>= 1) and ceiling
 --         (>= 0; 0 or <= the length: no escalation) follow the flags; see boxed below;
---         bit 3: overridable, see overridden below),
+--         bit 3: overridable, see overridden below; bit 4: lists, whose exempt list name,
+--         deny list name ("" for none) and deny retry in microseconds (>= 1 with a deny
+--         list) follow the box's values; see listed below),
 --         and the algorithm's parameters (a fixed count per algorithm, each of the kind
 --         its params table declares: 'pos' an integer >= 1, 'nat' an integer >= 0, such
 --         as a limit of 0 that admits nothing, 'str' a non-empty string); or
@@ -68,8 +70,9 @@ local further_ready = {}
 -- params, validate, check, commit, refund, retune). It returns the rule's check, commit
 -- and refund functions (refund false when the algorithm has none), cost, shadow flag,
 -- parameters, the position of the next rule's values, its penalty box ({length, ceiling},
--- or nil) and, for an overridable rule, what reading its override takes ({parameter
--- kinds, validate, retune}, or nil); or nil and an error message. A compiled rule of a
+-- or nil), for an overridable rule, what reading its override takes ({parameter
+-- kinds, validate, retune}, or nil) and its lists ({exempt name or false, deny name or
+-- false, deny retry}, or nil); or nil and an error message. A compiled rule of a
 -- built-in keeps its algorithm's functions in its record (c[7] .. c[11]), so under FCALL a
 -- call finds everything in one table lookup; a rule with a check and commit of its own
 -- (c[12], c[13], algorithms/fast.go) keeps those instead of its algorithm's.
@@ -118,9 +121,9 @@ local function rule_at(ARGV, r, a, loaded)
     end
   end
   local cost = cost_arg(ARGV[a + 1])
-  local shadow, p, width, sent, box, ovr
+  local shadow, p, width, sent, box, ovr, lists
   if c then
-    shadow, width, box, ovr = c[2], 2, c.box, c.ovr
+    shadow, width, box, ovr, lists = c[2], 2, c.box, c.ovr, c.lists
     if c[5] then
       p, sent = c[3], c[4]
     else
@@ -131,10 +134,14 @@ local function rule_at(ARGV, r, a, loaded)
     end
   else
     local flags = int_arg(ARGV[a + 2], 0)
-    if flags == nil or flags > 7 then
+    if flags == nil or flags > 15 then
       return nil, 'rule ' .. r .. ': bad cost or flags'
     end
     shadow, p, width, sent = flags % 2 == 1, {}, 3, nil
+    local has_lists = flags >= 8
+    if has_lists then
+      flags = flags - 8
+    end
     if flags >= 4 then
       if not retune then
         return nil, 'rule ' .. r .. ': ' .. name .. ' takes no override'
@@ -148,6 +155,13 @@ local function rule_at(ARGV, r, a, loaded)
         return nil, 'rule ' .. r .. ': bad penalty box'
       end
       width = 5
+    end
+    if has_lists then
+      lists = {list_name(ARGV[a + width]), list_name(ARGV[a + width + 1]), int_arg(ARGV[a + width + 2], 0)}
+      if lists[1] == nil or lists[2] == nil or lists[3] == nil or not (lists[1] or lists[2]) or (lists[2] and lists[3] < 1) then
+        return nil, 'rule ' .. r .. ': bad lists'
+      end
+      width = width + 3
     end
   end
   if cost == nil then
@@ -183,7 +197,7 @@ local function rule_at(ARGV, r, a, loaded)
     end
   end
   if c and c[5] then
-    if box or ovr then
+    if box or ovr or lists then
       further_ready[ARGV[a]] = c
     else
       ready[ARGV[a]] = c
@@ -192,7 +206,7 @@ local function rule_at(ARGV, r, a, loaded)
   if ovr == true then
     return nil, 'rule ' .. r .. ': ' .. name .. ' takes no override'
   end
-  return check, commit, refund, cost, shadow, p, a + width + m, box, ovr
+  return check, commit, refund, cost, shadow, p, a + width + m, box, ovr, lists
 end
 
 -- overridden returns the parameters an overridable rule (ovr: {parameter kinds, validate,
@@ -265,6 +279,56 @@ local function set_override(key, s, now, server_now, p, ovr)
   return {1, 0, now, server_now}
 end
 
+-- listed returns which of a rule's lists (lists: {exempt list or false, deny list or
+-- false, deny retry}) its key key is on: 'deny', else 'exempt', else false. A key K is on
+-- list L while the key K .. LIST .. L exists. It reads one key per list (EXISTS).
+local function listed(key, lists)
+  if lists[2] and call('EXISTS', key .. LIST .. lists[2]) == 1 then
+    return 'deny'
+  end
+  if lists[1] and call('EXISTS', key .. LIST .. lists[1]) == 1 then
+    return 'exempt'
+  end
+  return false
+end
+
+-- list_verdict is the verdict of a rule whose key is on list on ('deny' or 'exempt', see
+-- listed), from its check (ok, remaining, retry, as check returned them; an exempt key's
+-- check is a peek, of cost 0). On the deny list: denied, remaining 0, retry-after at least
+-- the deny retry (-1, a cost that can never fit, stays -1). On the exempt list: allowed,
+-- retry-after 0, remaining as the peek saw it. Either way the rule charges nothing and its
+-- box does not apply: a denial by the list is no offence.
+local function list_verdict(on, lists, ok, remaining, retry)
+  if on == 'exempt' then
+    return 1, remaining, 0
+  end
+  if retry ~= -1 and retry < lists[3] then
+    retry = lists[3]
+  end
+  return 0, 0, retry
+end
+
+-- list_member runs op "list" for the rule whose key is key and whose lists are lists:
+-- action "+" puts the key on list name, "-" takes it off, "?" reads; the reply is the
+-- usual four values, then 1 when the key is on the list after the call, else 0. A member
+-- is a key with no expiry (LIST), so a list lives until changed.
+local function list_member(key, name, action, now, server_now, lists)
+  if name ~= lists[1] and name ~= lists[2] then
+    return redis.error_reply('RLCTL rule 1: list ' .. tostring(name) .. ' is not one of the rule\'s')
+  end
+  local k = key .. LIST .. name
+  if action == '+' then
+    call('SET', k, '1')
+    return {1, 0, now, server_now, 1}
+  elseif action == '-' then
+    call('DEL', k)
+    return {1, 0, now, server_now, 0}
+  elseif action == '?' then
+    return {1, 0, now, server_now, call('EXISTS', k)}
+  end
+  return redis.error_reply('RLCTL bad list action ' .. tostring(action))
+end
+
 -- boxed applies a penalty box (box: {length, ceiling} in microseconds) to the verdict of
 -- its rule's check of cost at now (ok, remaining, retry, reset, as check returned them).
 --   A key whose block has not ended (now < its end) is denied: remaining 0, retry_after
@@ -332,9 +396,17 @@ local function check_rules(KEYS, rs, st, out, n, now, units)
   for r = 1, n do
     local c = rs[r]
     local cost = st[5 * r - 4] * units
+    local on = c.lists and listed(KEYS[r], c.lists)
+    if on == 'exempt' then
+      cost = 0
+    end
     local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = c[9](KEYS[r], now, cost, c[3])
     local box = c.box
-    if box then
+    if on then
+      ok, remaining, retry = list_verdict(on, c.lists, ok, remaining, retry)
+      write = false
+    end
+    if box and not on then
       local len, blocked
       ok, remaining, retry, reset, len, blocked = boxed(KEYS[r], now, cost, box, ok, remaining, retry, reset)
       if blocked then
@@ -396,10 +468,11 @@ local function most(KEYS, rs, st, out, n, now, units)
 end
 
 -- one_further is one (below) for a rule with further keys of the dispatcher's: its
--- override read first (overridden), then the rule's check and its box (boxed), charged
+-- override read first (overridden), then the rule's check, its lists (listed) and its box
+-- (boxed), charged
 -- when allowed, the block an offence starts written when the call ends (box_offend), as
 -- the general path decides a call of one rule.
-local function one_further(key, op, units, now, server_now, check, commit, refund, cost, shadow, p, box, ovr)
+local function one_further(key, op, units, now, server_now, check, commit, refund, cost, shadow, p, box, ovr, lists)
   local hold
   if ovr then
     p, hold = overridden(key, now, p, ovr, 1)
@@ -420,9 +493,17 @@ local function one_further(key, op, units, now, server_now, check, commit, refun
   if cost * g > MAX_INT then
     return redis.error_reply('RLCTL rule 1: cost per unit times ' .. g .. ' units is above 2^53')
   end
-  local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * g, p)
-  local len, blocked = 0, false
-  if box then
+  -- A key on a list (listed) is checked as the list says: an exempt key is peeked at.
+  local on = lists and listed(key, lists)
+  local per = cost
+  if on == 'exempt' then
+    per = 0
+  end
+  local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, per * g, p)
+  local len, blocked = 0, on and true or false
+  if on then
+    ok, remaining, retry = list_verdict(on, lists, ok, remaining, retry)
+  elseif box then
     ok, remaining, retry, reset, len, blocked = boxed(key, now, cost * g, box, ok, remaining, retry, reset)
   end
   if units and ok == 0 and not shadow then
@@ -431,8 +512,10 @@ local function one_further(key, op, units, now, server_now, check, commit, refun
     if g < 1 then
       g = 1
     end
-    ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost * g, p)
-    if box then
+    ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, per * g, p)
+    if on then
+      ok, remaining, retry = list_verdict(on, lists, ok, remaining, retry)
+    elseif box then
       ok, remaining, retry, reset, len, blocked = boxed(key, now, cost * g, box, ok, remaining, retry, reset)
     end
   end
@@ -466,15 +549,16 @@ local function one(KEYS, ARGV, op, units, now, server_now)
   -- the records outlive a call.
   local c = ready[ARGV[7]] or further_ready[ARGV[7]]
   local box, ovr
-  if c and #ARGV == 8 and op ~= 'override' then
+  local lists
+  if c and #ARGV == 8 and op ~= 'override' and op ~= 'list' then
     cost = cost_arg(ARGV[8])
     if cost then
-      check, commit, refund, shadow, p, box, ovr = c[9], c[10], c[11], c[2], c[3], c.box, c.ovr
+      check, commit, refund, shadow, p, box, ovr, lists = c[9], c[10], c[11], c[2], c[3], c.box, c.ovr, c.lists
     end
   end
   if check == nil then
     local a
-    check, commit, refund, cost, shadow, p, a, box, ovr = rule_at(ARGV, 1, 7, {})
+    check, commit, refund, cost, shadow, p, a, box, ovr, lists = rule_at(ARGV, 1, 7, {})
     if check == nil then
       return redis.error_reply('RLCTL ' .. commit)
     end
@@ -488,12 +572,22 @@ local function one(KEYS, ARGV, op, units, now, server_now)
       end
       return set_override(key, ARGV[a], now, server_now, p, ovr)
     end
+    if op == 'list' then
+      -- The list's name and the action follow the rule.
+      if not lists then
+        return redis.error_reply('RLCTL rule 1: the rule has no lists')
+      end
+      if a + 1 ~= #ARGV then
+        return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, the rule and its list change describe ' .. (a + 1))
+      end
+      return list_member(key, ARGV[a], ARGV[a + 1], now, server_now, lists)
+    end
     if a - 1 ~= #ARGV then
       return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
     end
   end
-  if box or ovr then
-    return one_further(key, op, units, now, server_now, check, commit, refund, cost, shadow, p, box, ovr)
+  if box or ovr or lists then
+    return one_further(key, op, units, now, server_now, check, commit, refund, cost, shadow, p, box, ovr, lists)
   end
   if op == 'refund' then
     if refund and cost > 0 then
@@ -563,7 +657,7 @@ local function main(KEYS, ARGV)
   end
   local op = ARGV[2]
   local units -- op "most:N": N
-  if op ~= 'check' and op ~= 'refund' and op ~= 'override' then
+  if op ~= 'check' and op ~= 'refund' and op ~= 'override' and op ~= 'list' then
     if type(op) == 'string' and string.sub(op, 1, 5) == 'most:' then
       units = int_arg(string.sub(op, 6), 1)
     end
@@ -612,8 +706,8 @@ local function main(KEYS, ARGV)
   -- A call of one rule, the common case, needs none of the tables of a stack (below).
   if n == 1 then
     return one(KEYS, ARGV, op, units, now, server_now)
-  elseif op == 'override' then
-    return redis.error_reply('RLCTL op override takes one rule')
+  elseif op == 'override' or op == 'list' then
+    return redis.error_reply('RLCTL op ' .. op .. ' takes one rule')
   end
 
   -- A check of a few compiled rules whose records are all complete, the engine's usual
@@ -646,11 +740,11 @@ local function main(KEYS, ARGV)
       a = a + 2
     else
       loaded = loaded or {}
-      local check, commit, refund, cost, shadow, p, next_a, box, ovr = rule_at(ARGV, r, a, loaded)
+      local check, commit, refund, cost, shadow, p, next_a, box, ovr, lists = rule_at(ARGV, r, a, loaded)
       if check == nil then
         return redis.error_reply('RLCTL ' .. commit)
       end
-      c = {false, shadow, p, false, false, false, false, false, check, commit, refund, box = box, ovr = ovr}
+      c = {false, shadow, p, false, false, false, false, false, check, commit, refund, box = box, ovr = ovr, lists = lists}
       st[5 * r - 4] = cost
       a = next_a
     end
@@ -693,7 +787,7 @@ local function main(KEYS, ARGV)
         return redis.error_reply('RLCTL ' .. hold)
       end
       if p ~= c[3] then
-        rs[r] = {c[1], c[2], p, c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], box = c.box}
+        rs[r] = {c[1], c[2], p, c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], box = c.box, lists = c.lists}
       end
       if hold then
         holds = holds or {}

@@ -167,6 +167,22 @@ end
 -- for a box.
 local OVR = ':!ovr'
 
+-- LIST: a rule with lists (dispatch.lua's listed) has its key K on list L while the key
+-- K .. LIST .. L exists (a string "1", with no expiry).
+local LIST = ':!in:'
+
+-- list_name returns a list's name as ARGV carries it: false for "" (none), the name when
+-- it is letters, digits, '_', '-' and '.' (at most 64), else nil.
+local function list_name(s)
+  if s == '' then
+    return false
+  end
+  if type(s) ~= 'string' or #s > 64 or string.find(s, '[^%w_%.%-]') then
+    return nil
+  end
+  return s
+end
+
 -- override_parse returns the instant the override ends, its keep and the parameters (a
 -- copy of p with s's figures in place) that the override string s spells, or nil when s
 -- is not one that the rule's algorithm (its parameter kinds and validate) accepts.
