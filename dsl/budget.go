@@ -212,6 +212,17 @@ func (l *loader) ruleWork(r *Rule, wires [][][]int64, minCost int64, budget Budg
 		worst.Commands += 2
 		worst.Elements++
 	}
+	if r.Lists.Any() {
+		// Each list is read with one EXISTS of a small key of its own.
+		if r.Lists.Exempt != "" {
+			worst.Commands++
+			worst.Elements++
+		}
+		if r.Lists.Deny != "" {
+			worst.Commands++
+			worst.Elements++
+		}
+	}
 	r.Work = &worst
 	overWork, overMemory := worst.Steps() > budget.Work, worst.Memory > budget.Memory
 	if !overWork && !overMemory {

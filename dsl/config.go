@@ -131,6 +131,10 @@ type Rule struct {
 	// (algorithms.Override): the engine reads a key's override in the same script call
 	// that decides it. Built-in algorithms only.
 	Overridable bool
+	// Lists are the rule's runtime lists (exempt = list("..."), deny = list("..."),
+	// deny_retry): a key on the exempt list is not limited by the rule, a key on the deny
+	// list is refused by it (see algorithms.Lists). The zero Lists is none.
+	Lists algorithms.Lists
 	// AcceptBound (accept_bound = true) accepts the bound above its limit that the rule's
 	// algorithm declares by design, such as fixed_window's 2× across a window boundary:
 	// rlctl verify reports traffic within that bound as a note, not a warning, so -strict

@@ -41,6 +41,9 @@ var ruleAttrs = []hcl.AttributeSchema{
 	{Name: "block_for"},
 	{Name: "block_max"},
 	{Name: "overridable"},
+	{Name: "exempt"},
+	{Name: "deny"},
+	{Name: "deny_retry"},
 }
 
 // validName is the form of policy, rule, scenario and traffic names: they appear in Redis
@@ -321,7 +324,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 	content, d = b.Body.Content(schema)
 	for _, x := range d {
 		if x.Summary == "Unsupported argument" || x.Summary == "Extraneous JSON object property" {
-			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound, stats_key, replaces, block_for, block_max and overridable; %s takes %s.", alg.Name, paramList(alg))
+			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound, stats_key, replaces, block_for, block_max, overridable, exempt, deny and deny_retry; %s takes %s.", alg.Name, paramList(alg))
 		}
 	}
 	l.add(d...)
@@ -353,6 +356,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 		r.replaces = a
 	}
 	l.box(r, content)
+	l.lists(r, content)
 	if a := content.Attributes["overridable"]; a != nil {
 		e, d := l.env.compile(a.Expr, constScope, cty.Bool)
 		l.add(d...)

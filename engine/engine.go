@@ -115,8 +115,9 @@ func WithBreaker(failures int, cooldown time.Duration) Option {
 // WithDenyCache lets the engine answer, without a backend call, a request that an
 // enforcing rule denied within its retry-after: same rule and key, cost at least the
 // denied one. It is sound because retry-after is (nothing for that key passes earlier), but
-// it ignores refunds, Reset and parameter changes during that time. size bounds the
-// entries; 0 disables it (the default).
+// it ignores refunds, Reset, parameter changes, overrides and list changes during that
+// time (those this engine makes forget the key; another instance's are seen when the
+// cached denial's retry-after ends). size bounds the entries; 0 disables it (the default).
 func WithDenyCache(size int) Option {
 	return func(e *Engine) {
 		if size > 0 {
@@ -557,8 +558,8 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending, gone []
 			if err != nil {
 				return nil, nil, false, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
 			}
-			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, len(ru.Algorithm.Keys) > 0 || ru.Box.For > 0 || ru.Overridable)
-			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire, Compiled: e.plan.compiled[ru], Box: ru.Box, Overridable: ru.Overridable}
+			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, braced(ru))
+			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire, Compiled: e.plan.compiled[ru], Box: ru.Box, Overridable: ru.Overridable, Lists: ru.Lists}
 			if ru.Algorithm.HasLease() {
 				c.Lease = e.leasePrefix + strconv.FormatUint(e.leaseSeq.Add(1), 36)
 			}
@@ -874,4 +875,11 @@ func window(r *algorithms.Rule) time.Duration {
 		return 0
 	}
 	return time.Duration(min(t.Refill(), math.MaxInt64/1000)) * time.Microsecond
+}
+
+// braced reports whether rule ru's keys are rendered with their identity in braces: a
+// rule with further keys beside its own (a plugin's keys, a penalty box, an override, list
+// members), which must share its cluster slot.
+func braced(ru *dsl.Rule) bool {
+	return len(ru.Algorithm.Keys) > 0 || ru.Box.For > 0 || ru.Overridable || ru.Lists.Any()
 }

@@ -114,6 +114,7 @@ func (e *Engine) overridable(r dsl.Request, policyName, ruleName string) (pendin
 
 // overrideCall runs an OpOverride call for p, as set shapes it, on the engine's clock.
 func (e *Engine) overrideCall(ctx context.Context, p pending, set func(*algorithms.Call)) (algorithms.Reply, error) {
+	e.cache.forget(p.call.Key)
 	c := algorithms.Call{Op: algorithms.OpOverride, Now: algorithms.ServerTime, Rules: []algorithms.Rule{p.call}}
 	c.Rules[0].Cost = 0
 	if p.client {

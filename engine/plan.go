@@ -71,7 +71,7 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 // compiledRule returns r as a rule to compile: its constants, and its per-request
 // parameters and lease left to each call.
 func compiledRule(r *dsl.Rule) *algorithms.Compiled {
-	c := &algorithms.Compiled{Algorithm: r.Algorithm, Shadow: r.Shadow, Box: r.Box, Overridable: r.Overridable}
+	c := &algorithms.Compiled{Algorithm: r.Algorithm, Shadow: r.Shadow, Box: r.Box, Overridable: r.Overridable, Lists: r.Lists}
 	for _, prm := range r.Params {
 		if prm.Const != nil && prm.Kind != algorithms.Lease {
 			c.Params = append(c.Params, prm.Const...)
