@@ -166,6 +166,13 @@ type Rule struct {
 	replaces *hcl.Attribute // replaces, resolved once every rule of the policy is read
 }
 
+// HasFurtherKeys reports whether the rule keeps keys of its own beside its key (a
+// plugin's keys, a penalty box's block, an override, list members), which must share its
+// key's cluster slot: the engine renders such a rule's key with its identity in braces.
+func (r *Rule) HasFurtherKeys() bool {
+	return len(r.Algorithm.Keys) > 0 || r.Box.For > 0 || r.Overridable || r.Lists.Any()
+}
+
 // Wire returns the rule's parameter values on the wire for request r, validated with
 // Algorithm.Validate. When every parameter is constant it returns the same validated
 // slice each time without evaluating anything; callers must not modify it.

@@ -558,7 +558,7 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending, gone []
 			if err != nil {
 				return nil, nil, false, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
 			}
-			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, braced(ru))
+			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, ru.HasFurtherKeys())
 			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire, Compiled: e.plan.compiled[ru], Box: ru.Box, Overridable: ru.Overridable, Lists: ru.Lists}
 			if ru.Algorithm.HasLease() {
 				c.Lease = e.leasePrefix + strconv.FormatUint(e.leaseSeq.Add(1), 36)
@@ -875,11 +875,4 @@ func window(r *algorithms.Rule) time.Duration {
 		return 0
 	}
 	return time.Duration(min(t.Refill(), math.MaxInt64/1000)) * time.Microsecond
-}
-
-// braced reports whether rule ru's keys are rendered with their identity in braces: a
-// rule with further keys beside its own (a plugin's keys, a penalty box, an override, list
-// members), which must share its cluster slot.
-func braced(ru *dsl.Rule) bool {
-	return len(ru.Algorithm.Keys) > 0 || ru.Box.For > 0 || ru.Overridable || ru.Lists.Any()
 }

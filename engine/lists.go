@@ -112,7 +112,7 @@ func (e *Engine) listRule(p *dsl.Policy, ru *dsl.Rule, r dsl.Request) (algorithm
 	if err != nil {
 		return algorithms.Rule{}, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
 	}
-	k := string(renderKey(nil, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, braced(ru)))
+	k := string(renderKey(nil, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, ru.HasFurtherKeys()))
 	c := algorithms.Rule{Key: k, Algorithm: ru.Algorithm, Params: wire, Compiled: e.plan.compiled[ru], Box: ru.Box, Overridable: ru.Overridable, Lists: ru.Lists}
 	if ru.Algorithm.HasLease() {
 		c.Lease = "list"

@@ -268,6 +268,12 @@ func (c *checker) ruleGroup(p *dsl.Policy, ru *dsl.Rule, w []int64, i int) *grou
 			return []Result{r}, err
 		}})
 	}
+	if ru.Lists.Any() {
+		gr.tasks = append(gr.tasks, &task{do: func(c *checker) ([]Result, error) {
+			r, err := c.lists(p, ru, w, i, params)
+			return []Result{r}, err
+		}})
+	}
 	sub := c.subject(p, ru, w, i)
 	// The race waits for the traces only when an interleaving raised an error. The
 	// traces are listed first, so a worker has taken them: the wait ends.
@@ -336,9 +342,9 @@ func (c *checker) rig() (*rig, error) {
 // it enforced, so its calls write it out, unshadowed.
 func (c *checker) subject(p *dsl.Policy, ru *dsl.Rule, w []int64, i int) *subject {
 	key := fmt.Sprintf("rl:verify:%s:%s:%d", p.Name, ru.Name, i)
-	if len(ru.Algorithm.Keys) > 0 || ru.Box.For > 0 {
-		// Its further keys (a box's too) share its slot, as the engine renders such a
-		// rule's key.
+	if ru.HasFurtherKeys() {
+		// Its further keys (a box's, an override, list members) share its slot, as the
+		// engine renders such a rule's key.
 		key = fmt.Sprintf("rl:verify:{%s:%s:%d}", p.Name, ru.Name, i)
 	}
 	sub := newSubject(ru.Algorithm, w, key)

@@ -28,6 +28,7 @@ const (
 	PropRaceCommand = "race (redis.call)"
 	PropBox         = "penalty box"
 	PropOverride    = "override"
+	PropLists       = "lists"
 )
 
 // Statements of the properties, as Results carry them. The limit property's statement

@@ -260,7 +260,7 @@ func leaseID(n int) string { return "lease-" + strconv.Itoa(n) }
 func (s *subject) rule(st step) algorithms.Rule {
 	r := algorithms.Rule{Key: s.key, Algorithm: s.alg, Cost: st.cost, Params: s.params, Compiled: s.compiled}
 	if s.compiled != nil {
-		r.Overridable = s.compiled.Overridable
+		r.Overridable, r.Lists = s.compiled.Overridable, s.compiled.Lists
 	}
 	if s.lease >= 0 {
 		r.Lease = leaseID(st.lease)
