@@ -21,9 +21,22 @@ import (
 //	  set     = { rate = "100/s", burst = 200 }   # absent: clear the key's override
 //	  for     = "1m"                              # optional: the override then ends
 //	}
+//
+// A scenario's list block is a Change too: at a virtual instant, the keys a request has
+// for the rules naming a list go on it or off it (engine.AddToList, RemoveFromList).
+//
+//	list {
+//	  at      = "2m"
+//	  add     = "banned"                          # or remove = "banned"
+//	  request = { ip = "203.0.113.9" }
+//	}
 type Change struct {
-	At   time.Duration
+	At time.Duration
+	// Rule is the overridable rule of an override block; nil for a list block.
 	Rule *Rule
+	// List is the list of a list block, Remove whether the keys go off it.
+	List   string
+	Remove bool
 	// Request is the request whose key the override is for.
 	Request map[string]string
 	// Set is the figures, parameter name to value as a policy writes it; nil clears.
@@ -43,13 +56,27 @@ var changeSchema = &hcl.BodySchema{
 	},
 }
 
-// decodeChanges reads the scenario's override blocks into s.Changes, in time order.
+var listChangeSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "at", Required: true},
+		{Name: "add"},
+		{Name: "remove"},
+		{Name: "request", Required: true},
+	},
+}
+
+// decodeChanges reads the scenario's override and list blocks into s.Changes, in time
+// order (blocks at one instant in the order written).
 func (l *loader) decodeChanges(blocks hcl.Blocks, s *Scenario, policy *Policy) {
 	for _, b := range blocks {
-		if b.Type != "override" {
-			continue
+		var c *Change
+		switch b.Type {
+		case "override":
+			c = l.decodeChange(b, s, policy)
+		case "list":
+			c = l.decodeListChange(b, s, policy)
 		}
-		if c := l.decodeChange(b, s, policy); c != nil {
+		if c != nil {
 			s.Changes = append(s.Changes, c)
 		}
 	}
@@ -119,6 +146,63 @@ func (l *loader) decodeChange(b *hcl.Block, s *Scenario, policy *Policy) *Change
 	return c
 }
 
+// decodeListChange reads a scenario's list block.
+func (l *loader) decodeListChange(b *hcl.Block, s *Scenario, policy *Policy) *Change {
+	content, d := b.Body.Content(listChangeSchema)
+	l.add(d...)
+	if d.HasErrors() {
+		return nil
+	}
+	c := &Change{DeclRange: b.DefRange}
+	ok := true
+	if us, aok := l.duration(content.Attributes["at"], true); aok {
+		c.At = time.Duration(us) * time.Microsecond
+		if s.Duration > 0 && c.At >= s.Duration {
+			l.add(errorf(content.Attributes["at"].Expr.Range(), "List change after the scenario", "at is %s but scenario %q lasts %s, so the change never happens. Make it before %s, or lengthen the scenario's duration.", fmtUS(c.At), s.Name, fmtUS(s.Duration), fmtUS(s.Duration)))
+			ok = false
+		}
+	} else {
+		ok = false
+	}
+	add, rm := content.Attributes["add"], content.Attributes["remove"]
+	a := add
+	switch {
+	case add == nil && rm == nil:
+		l.add(errorf(b.DefRange, "List change without a list", "A list block puts the request's keys on a list or takes them off: add add = \"banned\" or remove = \"banned\"."))
+		return nil
+	case add != nil && rm != nil:
+		l.add(errorf(rm.NameRange, "add and remove", "A list block either adds (add = ...) or removes (remove = ...); write two blocks for two changes."))
+		return nil
+	case rm != nil:
+		a, c.Remove = rm, true
+	}
+	name, nok := l.constString(a)
+	req := l.constStringMap(content.Attributes["request"], "request", "{ ip = \"203.0.113.9\" }")
+	if !nok || req == nil || !ok || policy == nil {
+		return nil
+	}
+	var lists []string
+	for _, r := range policy.Rules {
+		for _, n := range []string{r.Lists.Exempt, r.Lists.Deny} {
+			if n != "" && !slices.Contains(lists, n) {
+				lists = append(lists, n)
+			}
+		}
+	}
+	if !slices.Contains(lists, name) {
+		detail := fmt.Sprintf("No rule of policy %q names list %q, so the change would change nothing.", policy.Name, name)
+		if len(lists) > 0 {
+			detail += suggestion(name, lists) + " Its rules' lists are " + quoteList(lists) + "."
+		} else {
+			detail += " Add exempt = list(\"...\") or deny = list(\"...\") to a rule."
+		}
+		l.add(errorf(a.Expr.Range(), "Unknown list", "%s", detail))
+		return nil
+	}
+	c.List, c.Request = name, req
+	return c
+}
+
 // constStringMap reads an object of constant values written out in place, each as a
 // string (a number as its decimal form), or reports why it cannot and returns nil.
 func (l *loader) constStringMap(a *hcl.Attribute, what, example string) map[string]string {
@@ -156,7 +240,8 @@ func (l *loader) constStringMap(a *hcl.Attribute, what, example string) map[stri
 	return m
 }
 
-// String describes the change: "per_user for user=acme: rate=100/s burst=200 for 1m".
+// String describes the change: "per_user for user=acme: rate=100/s burst=200 for 1m",
+// "ip=203.0.113.9 on banned".
 func (c *Change) String() string {
 	req := ""
 	for _, k := range sortedKeys(c.Request) {
@@ -164,6 +249,12 @@ func (c *Change) String() string {
 			req += " "
 		}
 		req += fmt.Sprintf("%s=%s", k, c.Request[k])
+	}
+	if c.Rule == nil {
+		if c.Remove {
+			return fmt.Sprintf("%s off %s", req, c.List)
+		}
+		return fmt.Sprintf("%s on %s", req, c.List)
 	}
 	if c.Set == nil {
 		return fmt.Sprintf("%s for %s: cleared", c.Rule.Name, req)

@@ -285,8 +285,8 @@ type Scenario struct {
 	// Faults are the Redis failures the scenario injects, in time order; they never
 	// overlap. None means Redis never fails.
 	Faults []*Fault
-	// Changes are the scenario's override blocks, in time order: overrides set or cleared
-	// at virtual instants.
+	// Changes are the scenario's override and list blocks, in time order: overrides set
+	// or cleared, and keys put on lists or taken off, at virtual instants.
 	Changes []*Change
 	// Engine is how the engine deciding the scenario's requests is configured; Load fills
 	// in the engine's defaults for what the scenario's engine block leaves out.

@@ -27,6 +27,7 @@ var scenarioSchema = &hcl.BodySchema{
 		{Type: "engine"},
 		{Type: "expect"},
 		{Type: "override"},
+		{Type: "list"},
 	},
 }
 

@@ -31,15 +31,17 @@ type Report struct {
 	Engine *EngineReport `json:"engine,omitempty"`
 	// Faults are the scenario's faults, in time order, with what each did.
 	Faults []*FaultReport `json:"faults,omitempty"`
-	// Changes are the scenario's override changes, in time order.
-	Changes []ChangeReport `json:"overrides,omitempty"`
+	// Changes are the scenario's override and list changes, in time order.
+	Changes []ChangeReport `json:"changes,omitempty"`
 
 	allowedAt map[string][]int64
 }
 
-// ChangeReport is one override change of a scenario (dsl.Change): when, and what.
+// ChangeReport is one override or list change of a scenario (dsl.Change): when, and what.
 type ChangeReport struct {
 	At time.Duration `json:"at_ns"`
+	// Kind is "override" or "list".
+	Kind string `json:"kind"`
 	// For is how long the override lasts; 0 until cleared (or for a clearing change).
 	For    time.Duration `json:"for_ns,omitempty"`
 	Change string        `json:"change"` // "per_user for user=acme: rate=100/s burst=200"
@@ -428,11 +430,15 @@ func (r *Report) WriteText(w io.Writer) error {
 	r.writeFaults(ew)
 	if len(r.Changes) > 0 {
 		fmt.Fprintln(ew)
-		fmt.Fprintln(ew, "overrides")
+		fmt.Fprintln(ew, "changes")
+		overrides := false
 		for _, c := range r.Changes {
-			fmt.Fprintf(ew, "  at %s  %s\n", fmtDur(c.At), c.Change)
+			fmt.Fprintf(ew, "  at %s  %-8s  %s\n", fmtDur(c.At), c.Kind, c.Change)
+			overrides = overrides || c.Kind == "override"
 		}
-		fmt.Fprintln(ew, "  (from its change on, a key overridden is left out of its rule's worst key: it has other figures)")
+		if overrides {
+			fmt.Fprintln(ew, "  (from its change on, a key overridden is left out of its rule's worst key: it has other figures)")
+		}
 	}
 
 	if len(r.Expect) > 0 {
@@ -587,10 +593,10 @@ func (r *Report) writeTimeline(w io.Writer) {
 		}
 		for _, c := range r.Changes {
 			if c.At >= from && c.At < from+bucket {
-				fmt.Fprint(w, "  [override]")
+				fmt.Fprintf(w, "  [%s]", c.Kind)
 			}
 			if end := c.At + c.For; c.For > 0 && end >= from && end < from+bucket {
-				fmt.Fprint(w, "  [override ends]")
+				fmt.Fprintf(w, "  [%s ends]", c.Kind)
 			}
 		}
 		fmt.Fprintln(w)

@@ -378,7 +378,11 @@ func (s *sim) addScenario(sc *dsl.Scenario) error {
 	s.r.Duration = sc.Duration
 	for _, c := range sc.Changes {
 		s.sched.push(&event{at: s.origin + c.At.Microseconds(), kind: evChange, chg: c})
-		s.r.Changes = append(s.r.Changes, ChangeReport{At: c.At, For: c.For, Change: c.String()})
+		kind := "override"
+		if c.Rule == nil {
+			kind = "list"
+		}
+		s.r.Changes = append(s.r.Changes, ChangeReport{At: c.At, Kind: kind, For: c.For, Change: c.String()})
 	}
 	for _, t := range sc.Traffic {
 		ts := s.trafficFor(t.Name, t.Pattern, t.Clients)
@@ -894,10 +898,21 @@ func designBound(a *algorithms.Algorithm) func(int64) int64 {
 	return func(int64) int64 { return 0 }
 }
 
-// change makes a scenario's override change on the simulated Redis itself (an operator's
-// change does not go through the instances, nor through the scenario's faults).
+// change makes a scenario's override or list change on the simulated Redis itself (an
+// operator's change does not go through the instances, nor through the scenario's
+// faults). A listed key stays in its rule's worst key: what the rule allowed it still
+// counts against the rule's figures.
 func (s *sim) change(ctx context.Context, c *dsl.Change) error {
 	r := engine.Attrs(c.Request)
+	if c.Rule == nil {
+		var err error
+		if c.Remove {
+			_, err = s.peek.RemoveFromList(ctx, c.List, r)
+		} else {
+			_, err = s.peek.AddToList(ctx, c.List, r)
+		}
+		return err
+	}
 	d, err := s.peek.Peek(ctx, r)
 	if err != nil {
 		return err
