@@ -43,6 +43,10 @@ var openapi []byte
 //	                  admin right only, each change logged
 //	POST /v1/overrides/get   the override in force for a request's key of a rule
 //	                  (engine.Override), or null
+//	POST /v1/lists/add, /remove   put on a runtime list, or take off it, the key a
+//	                  request has in every rule naming the list (engine.AddToList,
+//	                  engine.RemoveFromList): the admin right only, each change logged
+//	POST /v1/lists/get   whether each of those keys is on the list (engine.InList)
 //	POST /json        Envoy's RateLimitRequest in protobuf's JSON form, answered as
 //	                  envoyproxy/ratelimit's /json (429 when over the limit)
 //	GET  /healthz     200 while the server has policies to decide
@@ -65,6 +69,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/release", s.release)
 	mux.HandleFunc("POST /v1/reset", s.reset)
 	mux.HandleFunc("POST /v1/overrides/{op}", s.override)
+	mux.HandleFunc("POST /v1/lists/{op}", s.list)
 	mux.HandleFunc("POST /json", s.envoyJSON)
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

@@ -85,6 +85,9 @@ type RetryStats struct {
 	Advised  int64 `json:"advised"`  // denials with a finite retry-after
 	Honoured int64 `json:"honoured"` // of those, retries at the advised instant that would pass
 	Never    int64 `json:"never"`    // denials whose cost exceeds the rule's capacity
+	// Listed are denials by a deny list, whose retry-after is a floor the list states
+	// (deny_retry), not a promise to pass: not probed.
+	Listed int64 `json:"listed,omitempty"`
 }
 
 // RuleReport is one rule's outcome over every key it kept.
@@ -476,6 +479,9 @@ func retryCell(s RetryStats) string {
 	}
 	if s.Never > 0 {
 		cell += fmt.Sprintf(" (+%d never)", s.Never)
+	}
+	if s.Listed > 0 {
+		cell += fmt.Sprintf(" (+%d deny list)", s.Listed)
 	}
 	return cell
 }

@@ -727,15 +727,22 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 			case rr.RetryAfter == engine.Never || d.RetryAfter == engine.Never:
 				tr.Retry.Never++
 				rep.Retry.Never++
+			case onRedis && s.denyListed(rs.rule, rr.Key):
+				// A deny list's retry-after is a floor it states, not a promise to pass.
+				tr.Retry.Listed++
+				rep.Retry.Listed++
 			case d.RetryAfter > 0 && d.Source != engine.FromLocal:
 				// The advice of the local fallback is about its own state, not Redis's.
 				tr.Retry.Advised++
 				rep.Retry.Advised++
 				req := &pendingReq{tr: ts, attrs: attrs, n: n, rule: rs}
 				if s.probes != nil {
-					req.keys = make([]string, len(d.Rules))
+					req.keys = make([]string, 0, len(d.Rules))
 					for j := range d.Rules {
-						req.keys[j] = d.Rules[j].Key
+						req.keys = append(req.keys, d.Rules[j].Key)
+						if rs := s.rule(&d.Rules[j]); rs != nil {
+							req.keys = appendFurtherKeys(req.keys, rs.rule, d.Rules[j].Key)
+						}
 					}
 				}
 				s.sched.push(&event{at: at + d.RetryAfter.Microseconds(), kind: evProbe, req: req})
@@ -933,4 +940,35 @@ func (s *sim) change(ctx context.Context, c *dsl.Change) error {
 		until = s.clock.Now().Add(c.For)
 	}
 	return s.peek.SetOverride(ctx, r, s.policy.Name, c.Rule.Name, c.Set, until)
+}
+
+// appendFurtherKeys appends the keys rule ru keeps beside its key key (a plugin's keys,
+// its block, its override, its list members): a probe beside the run reads them as one
+// in line does.
+func appendFurtherKeys(keys []string, ru *dsl.Rule, key string) []string {
+	for _, name := range ru.Algorithm.Keys {
+		keys = append(keys, key+":"+name)
+	}
+	if ru.Box.For > 0 {
+		keys = append(keys, algorithms.BoxKey(key))
+	}
+	if ru.Overridable {
+		keys = append(keys, algorithms.OverrideKey(key))
+	}
+	for _, l := range []string{ru.Lists.Exempt, ru.Lists.Deny} {
+		if l != "" {
+			keys = append(keys, algorithms.ListKey(key, l))
+		}
+	}
+	return keys
+}
+
+// denyListed reports whether key, rule ru's, is on the rule's deny list on the simulated
+// Redis.
+func (s *sim) denyListed(ru *dsl.Rule, key string) bool {
+	if ru.Lists.Deny == "" {
+		return false
+	}
+	v, err := s.host.Do(context.Background(), "EXISTS", algorithms.ListKey(key, ru.Lists.Deny))
+	return err == nil && v == int64(1)
 }
