@@ -498,6 +498,17 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 		}
 		states[i] = s
 	}
+	if c.Op == OpInspect {
+		r := c.Rules[0]
+		f := &Further{Exempt: r.Lists.Exempt != "" && o.members[ListKey(r.Key, r.Lists.Exempt)], Deny: r.Lists.Deny != "" && o.members[ListKey(r.Key, r.Lists.Deny)]}
+		if b, ok := o.boxes[r.Key]; ok && r.Box.For > 0 && c.Now < b.end {
+			f.BlockEnd = b.end
+		}
+		if ov, ok := o.overrides[r.Key]; ok && r.Overridable {
+			f.Override = &Override{Until: ov.Until, Params: slices.Clone(ov.Params)}
+		}
+		return Reply{Allowed: true, Now: c.Now, Further: f}, nil
+	}
 	if c.Op == OpList {
 		k := ListKey(c.Rules[0].Key, c.List)
 		switch c.Action {

@@ -189,6 +189,20 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 		switch rng.IntN(10) {
 		case 0:
 			c.Op = OpRefund
+		case 8:
+			if rng.IntN(2) == 0 {
+				break
+			}
+			k := keys[rng.IntN(len(keys))]
+			c.Op = OpInspect
+			lease++
+			c.Rules = []Rule{{Key: k.key, Algorithm: k.alg, Params: k.params, Lease: fmt.Sprintf("lease-%d", lease), Box: k.box, Overridable: k.ovr, Lists: k.lists}}
+			rep, err := o.Do(&c)
+			if err != nil {
+				return nil, nil, err
+			}
+			calls, replies = append(calls, c), append(replies, rep)
+			continue
 		case 9:
 			var listed []traceKey
 			for _, k := range keys {

@@ -34,6 +34,10 @@ const (
 	// (Call.Action ListAdd), removes it (ListRemove) or reads whether it is a member
 	// (ListRead: Reply.Member). The reply has no rules.
 	OpList Op = "list"
+	// OpInspect reads what the call's one rule keeps beside its key (Reply.Further): the
+	// block running, the override in force (one whose end has come is ended first, as a
+	// decision would), the key's list memberships. It charges nothing.
+	OpInspect Op = "inspect"
 )
 
 // ListAction is what an OpList call does.
@@ -171,6 +175,11 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 			if err := r.Algorithm.CheckOverride(r.Params, o.Params); err != nil {
 				return nil, err
 			}
+		}
+	case OpInspect:
+		op = string(OpInspect)
+		if len(c.Rules) != 1 {
+			return nil, fmt.Errorf("an inspect call takes one rule")
 		}
 	case OpList:
 		op = string(OpList)
@@ -363,6 +372,19 @@ type Reply struct {
 	Override *Override
 	// Member, for an OpList call, is whether the rule's key is on the list after it.
 	Member bool
+	// Further, for an OpInspect call, is what the rule keeps beside its key.
+	Further *Further
+}
+
+// Further is what a rule keeps beside its key, as an OpInspect call reads it.
+type Further struct {
+	// BlockEnd is the end (µs) of the penalty box's block running at the call's instant;
+	// 0: none.
+	BlockEnd int64
+	// Override is the override in force; nil: none.
+	Override *Override
+	// Exempt and Deny report the key on the rule's exempt and deny lists.
+	Exempt, Deny bool
 }
 
 // RuleResult is one rule's verdict. Values describe the key after the call: charged when
@@ -453,6 +475,9 @@ func DecodeCallReply(c *Call, v any) (Reply, error) {
 	}
 	if c.Op == OpList {
 		return decodeListReply(v)
+	}
+	if c.Op == OpInspect {
+		return decodeInspectReply(c, v)
 	}
 	if c.Op != OpMost {
 		return DecodeReply(v, len(c.Rules))
@@ -560,4 +585,31 @@ func decodeListReply(v any) (Reply, error) {
 		return Reply{}, fmt.Errorf("%w: %v for a list call", ErrReply, v)
 	}
 	return Reply{Allowed: true, Now: now, Server: server, Member: m == 1}, nil
+}
+
+// decodeInspectReply decodes the reply of an OpInspect call: {1, 0, now, server, block
+// end, override or "", exempt (1 or 0), deny (1 or 0)}.
+func decodeInspectReply(c *Call, v any) (Reply, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) != header+4 || arr[0] != int64(1) || arr[1] != int64(0) {
+		return Reply{}, fmt.Errorf("%w: %v for an inspect call", ErrReply, v)
+	}
+	now, ok1 := arr[2].(int64)
+	server, ok2 := arr[3].(int64)
+	end, ok3 := arr[4].(int64)
+	o, ok4 := arr[5].(string)
+	ex, ok5 := arr[6].(int64)
+	dn, ok6 := arr[7].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || end < 0 || ex != 0 && ex != 1 || dn != 0 && dn != 1 {
+		return Reply{}, fmt.Errorf("%w: %v for an inspect call", ErrReply, v)
+	}
+	f := &Further{BlockEnd: end, Exempt: ex == 1, Deny: dn == 1}
+	if o != "" {
+		ov, err := DecodeOverride(c.Rules[0].Algorithm, o)
+		if err != nil {
+			return Reply{}, fmt.Errorf("%w: %v", ErrReply, err)
+		}
+		f.Override = &ov
+	}
+	return Reply{Allowed: true, Now: now, Server: server, Further: f}, nil
 }

@@ -11,7 +11,10 @@
 --           then its cost per unit; see most below), or "override" (set or clear the
 --           override of the call's one rule, an overridable one, for its key: the rule's
 --           values are followed by one more, the override (prelude.lua's OVR), "" to
---           clear it or "?" to read it; see set_override)
+--           clear it or "?" to read it; see set_override), "list" (change or read the
+--           membership of the call's one rule's key in one of its lists: the rule's values
+--           are followed by the list's name and "+", "-" or "?"; see list_member), or
+--           "inspect" (read what the call's one rule keeps beside its key; see inspect)
 --       [3] now in microseconds, or "" to read the server clock (TIME)
 --       [4] deadline: the server-clock instant in microseconds after which the caller no
 --           longer waits for this call, or "" for none
@@ -41,6 +44,9 @@
 -- Reply (most): the reply of a check of g units (when g is 0, of one unit), then g.
 -- Reply (refund, override): {1, 0, now_us, server_us}; reading an override, then the
 --   override in force or "".
+-- Reply (list): {1, 0, now_us, server_us, member (1 or 0)}.
+-- Reply (inspect): {1, 0, now_us, server_us, block end (µs, 0: no block running),
+--   override in force or "", on the exempt list (1 or 0), on the deny list (1 or 0)}.
 -- Errors: an error reply starting with "RLCTL" for any malformed ARGV, and
 --   "RLCTL deadline passed at <seconds> <microseconds>" (the server's TIME) when the server
 --   runs the call after its deadline (a call that waited in a stalled server's queue while
@@ -329,6 +335,38 @@ local function list_member(key, name, action, now, server_now, lists)
   return redis.error_reply('RLCTL bad list action ' .. tostring(action))
 end
 
+-- inspect runs op "inspect" for the rule whose key is key, own parameters p, penalty box,
+-- override reading and lists box, ovr and lists (each nil when the rule has none): the end
+-- of the block running at now (0: none), the override in force ("": none; one whose end
+-- has come is ended first, as a decision would), and whether the key is on each list.
+local function inspect(key, now, server_now, p, box, ovr, lists)
+  local ends, o, ex, dn = 0, '', 0, 0
+  if box then
+    local u = box_read(key)
+    if now < u then
+      ends = u
+    end
+  end
+  if ovr then
+    local cur, err = overridden(key, now, p, ovr, 1)
+    if cur == nil then
+      return redis.error_reply('RLCTL ' .. err)
+    end
+    if cur ~= p then
+      o = call('GET', key .. OVR)
+    end
+  end
+  if lists then
+    if lists[1] then
+      ex = call('EXISTS', key .. LIST .. lists[1])
+    end
+    if lists[2] then
+      dn = call('EXISTS', key .. LIST .. lists[2])
+    end
+  end
+  return {1, 0, now, server_now, ends, o, ex, dn}
+end
+
 -- boxed applies a penalty box (box: {length, ceiling} in microseconds) to the verdict of
 -- its rule's check of cost at now (ok, remaining, retry, reset, as check returned them).
 --   A key whose block has not ended (now < its end) is denied: remaining 0, retry_after
@@ -550,7 +588,7 @@ local function one(KEYS, ARGV, op, units, now, server_now)
   local c = ready[ARGV[7]] or further_ready[ARGV[7]]
   local box, ovr
   local lists
-  if c and #ARGV == 8 and op ~= 'override' and op ~= 'list' then
+  if c and #ARGV == 8 and op ~= 'override' and op ~= 'list' and op ~= 'inspect' then
     cost = cost_arg(ARGV[8])
     if cost then
       check, commit, refund, shadow, p, box, ovr, lists = c[9], c[10], c[11], c[2], c[3], c.box, c.ovr, c.lists
@@ -581,6 +619,12 @@ local function one(KEYS, ARGV, op, units, now, server_now)
         return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, the rule and its list change describe ' .. (a + 1))
       end
       return list_member(key, ARGV[a], ARGV[a + 1], now, server_now, lists)
+    end
+    if op == 'inspect' then
+      if a - 1 ~= #ARGV then
+        return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, the rule describes ' .. (a - 1))
+      end
+      return inspect(key, now, server_now, p, box, ovr, lists)
     end
     if a - 1 ~= #ARGV then
       return redis.error_reply('RLCTL ARGV has ' .. #ARGV .. ' entries, rules describe ' .. (a - 1))
@@ -657,7 +701,7 @@ local function main(KEYS, ARGV)
   end
   local op = ARGV[2]
   local units -- op "most:N": N
-  if op ~= 'check' and op ~= 'refund' and op ~= 'override' and op ~= 'list' then
+  if op ~= 'check' and op ~= 'refund' and op ~= 'override' and op ~= 'list' and op ~= 'inspect' then
     if type(op) == 'string' and string.sub(op, 1, 5) == 'most:' then
       units = int_arg(string.sub(op, 6), 1)
     end
@@ -706,7 +750,7 @@ local function main(KEYS, ARGV)
   -- A call of one rule, the common case, needs none of the tables of a stack (below).
   if n == 1 then
     return one(KEYS, ARGV, op, units, now, server_now)
-  elseif op == 'override' or op == 'list' then
+  elseif op == 'override' or op == 'list' or op == 'inspect' then
     return redis.error_reply('RLCTL op ' .. op .. ' takes one rule')
   end
 
