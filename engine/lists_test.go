@@ -105,7 +105,8 @@ func TestLists(t *testing.T) {
 }
 
 // TestListsOnACluster: list members live in their rule key's slot on a real 3-node
-// cluster, in a sharded policy and not, so one call decides a key and reads its lists.
+// cluster, in a sharded policy and not, so one call decides a key and reads its lists,
+// and one inspects them.
 func TestListsOnACluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	ctx := context.Background()
@@ -135,6 +136,9 @@ policy "p" {
 			}
 			if d, err := e.Allow(ctx, a); err != nil || !d.Allowed {
 				t.Fatalf("%q %s: exempt: %+v %v", shard, user, d, err)
+			}
+			if in, err := e.Inspect(ctx, a); err != nil || len(in) != 1 || len(in[0].Lists) != 2 || !in[0].Lists[0].Member || in[0].Lists[1].Member {
+				t.Fatalf("%q %s: inspect: %+v %v", shard, user, in, err)
 			}
 			if _, err := e.AddToList(ctx, "blocked", a); err != nil {
 				t.Fatal(err)
