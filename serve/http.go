@@ -47,6 +47,10 @@ var openapi []byte
 //	                  request has in every rule naming the list (engine.AddToList,
 //	                  engine.RemoveFromList): the admin right only, each change logged
 //	POST /v1/lists/get   whether each of those keys is on the list (engine.InList)
+//	POST /v1/inspect   what every rule that applies to a request sees of it, charging
+//	                  nothing (engine.Inspect): the peek's verdict, the penalty box's
+//	                  block, the override in force and the lists the key is on; each
+//	                  inspection logged
 //	POST /json        Envoy's RateLimitRequest in protobuf's JSON form, answered as
 //	                  envoyproxy/ratelimit's /json (429 when over the limit)
 //	GET  /healthz     200 while the server has policies to decide
@@ -70,6 +74,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/reset", s.reset)
 	mux.HandleFunc("POST /v1/overrides/{op}", s.override)
 	mux.HandleFunc("POST /v1/lists/{op}", s.list)
+	mux.HandleFunc("POST /v1/inspect", s.inspect)
 	mux.HandleFunc("POST /json", s.envoyJSON)
 	mux.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
