@@ -9,6 +9,7 @@
 //	rlctl bench -redis ADDR [-n N] [-c C] [-duration D] [-keys K] [-policy NAME] [-deadline D] [-attr NAME=VALUE]... FILE|DIR...
 //	rlctl override set|get|clear|list -redis ADDR [-rule POLICY.RULE] [-attr NAME=VALUE]... [-set NAME=VALUE]... [-for D | -until TIME] FILE|DIR...
 //	rlctl list add|remove|get|show -redis ADDR [-list NAME] [-attr NAME=VALUE]... FILE|DIR...
+//	rlctl inspect -redis ADDR -attr NAME=VALUE... FILE|DIR...
 //	rlctl serve [-grpc ADDR] [-http ADDR] [-admin ADDR] [-tls-cert FILE -tls-key FILE [-tls-client-ca FILE]] [-auth-tokens FILE] [-max-conns N] [-redis URL [-redis-type TYPE]] [-redis-tls-ca FILE] [-redis-tls-cert FILE -redis-tls-key FILE] [-timeout D] [-max-memory SIZE] [-drain D] [-watch=false] [-allow-removal] [-headers MODE [-legacy-header-names NAMES]] [-no-headers] [-shadow-mode] [-near-limit-ratio F] [-xds HOST:PORT [-xds-node ID] [-xds-tls-ca FILE] [-xds-tls-cert FILE -xds-tls-key FILE] [-merge-domains]] [-log-level LEVEL] [FILE|DIR...]
 //	rlctl playground [-http ADDR] [-export DIR]
 //	rlctl import [-o FILE] [-merge-domains] FILE.yaml...
@@ -66,7 +67,7 @@ var errHelp = errors.New("help")
 var commands []*command
 
 func init() {
-	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdBench, cmdOverride, cmdList, cmdServe, cmdPlayground, cmdImport, cmdVersion, cmdHelp}
+	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdBench, cmdOverride, cmdList, cmdInspect, cmdServe, cmdPlayground, cmdImport, cmdVersion, cmdHelp}
 }
 
 func main() {
