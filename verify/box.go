@@ -3,7 +3,6 @@ package verify
 import (
 	"fmt"
 	"math/rand/v2"
-	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
@@ -168,73 +167,18 @@ func (c *checker) penaltyBox(p *dsl.Policy, ru *dsl.Rule, w []int64, i int, para
 		// What production runs: the rule as compiled into the plan's script.
 		r.boxed.Compiled, r.boxed.Overridable, r.boxed.Lists = cr, cr.Overridable, cr.Lists
 	}
-	rng := c.rng(p.Name, ru.Name, params, PropBox)
 	span := max(c.span(sub), 4*ru.Box.For, 2*ru.Box.Max)
-	limit := int64(1)
-	calls, traces := 0, 0
-	var failing []boxStep
-	for calls < c.o.budget {
-		g, err := c.rig()
-		if err != nil {
-			return res, err
-		}
-		steps := r.genBox(rng, c.steps(c.o.budget-calls)/2+1, span, limit)
-		outs, bad, _, err := r.run(g, steps)
-		calls += g.calls
-		c.calls += g.calls
-		traces++
-		if err != nil {
-			return res, err
-		}
-		if len(outs) > 0 {
-			limit = max(limit, outs[0].b.Rules[0].Limit)
-		}
-		if bad >= 0 {
-			failing = steps[:bad+1]
-			break
-		}
+	t := stepTrace[boxStep, boxOutcome]{
+		per:    2,
+		gen:    func(rng *rand.Rand, n int, limit int64) []boxStep { return r.genBox(rng, n, span, limit) },
+		run:    r.run,
+		limit:  func(o boxOutcome) int64 { return o.b.Rules[0].Limit },
+		at:     func(st boxStep) int64 { return st.at },
+		step:   func(st boxStep) string { return fmt.Sprintf("cost %d", st.cost) },
+		result: func(o boxOutcome) string { return resultText(o.a.Allowed, o.a.Rules[0]) },
+		unit:   "requests",
 	}
-	res.Calls = calls
-	if failing == nil {
-		res.Status = Pass
-		res.Detail = fmt.Sprintf("held on %d traces, %d requests", traces, calls/2)
-		return res, nil
-	}
-	// Shrink: drop requests while the statement still breaks at the last one kept.
-	breaks := func(steps []boxStep) (bool, error) {
-		g, err := c.rig()
-		if err != nil {
-			return false, err
-		}
-		_, bad, _, err := r.run(g, steps)
-		c.calls += g.calls
-		return bad == len(steps)-1, err
-	}
-	for i := len(failing) - 2; i >= 0; i-- {
-		try := append(append([]boxStep(nil), failing[:i]...), failing[i+1:]...)
-		ok, err := breaks(try)
-		if err != nil {
-			return res, err
-		}
-		if ok {
-			failing = try
-		}
-	}
-	g, err := c.rig()
-	if err != nil {
-		return res, err
-	}
-	outs, bad, msg, err := r.run(g, failing)
-	if err != nil || bad < 0 {
-		return res, fmt.Errorf("verify: a penalty box breach did not repeat on its shrunk trace (%v)", err)
-	}
-	res.Status = Fail
-	res.Detail = fmt.Sprintf("at %s: %s", fmtUS(failing[bad].at), msg)
-	ce := &Counterexample{Original: len(failing), Unit: "requests"}
-	for k, st := range failing {
-		ce.Steps = append(ce.Steps, CounterStep{At: time.Duration(st.at) * time.Microsecond, Request: fmt.Sprintf("cost %d", st.cost),
-			Result: resultText(outs[k].a.Allowed, outs[k].a.Rules[0]), Mark: k == bad})
-	}
-	res.Counterexample = ce
-	return res, nil
+	return t.check(c, c.rng(p.Name, ru.Name, params, PropBox), res, func(traces, _, calls int) string {
+		return fmt.Sprintf("held on %d traces, %d requests", traces, calls/2)
+	})
 }

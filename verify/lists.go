@@ -3,7 +3,6 @@ package verify
 import (
 	"fmt"
 	"math/rand/v2"
-	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
@@ -193,76 +192,17 @@ func (c *checker) lists(p *dsl.Policy, ru *dsl.Rule, w []int64, i int, params st
 		r.rule.Compiled, r.rule.Overridable = cr, cr.Overridable
 	}
 	span := c.span(sub)
-	limit := int64(1)
-	calls, traces, steps := 0, 0, 0
-	var failing []lstStep
-	for calls < c.o.budget {
-		g, err := c.rig()
-		if err != nil {
-			return res, err
-		}
-		trace := r.genLists(rng, c.steps(c.o.budget-calls)/2+1, span, limit)
-		outs, bad, _, err := r.run(g, trace)
-		steps += len(outs)
-		calls += g.calls
-		c.calls += g.calls
-		traces++
-		if err != nil {
-			return res, err
-		}
-		for _, o := range outs {
-			if len(o.Rules) > 0 {
-				limit = max(limit, o.Rules[0].Limit)
-			}
-		}
-		if bad >= 0 {
-			failing = trace[:bad+1]
-			break
-		}
+	t := stepTrace[lstStep, algorithms.Reply]{
+		per:    2,
+		gen:    func(rng *rand.Rand, n int, limit int64) []lstStep { return r.genLists(rng, n, span, limit) },
+		run:    r.run,
+		limit:  replyLimit,
+		at:     func(st lstStep) int64 { return st.at },
+		step:   func(st lstStep) string { return st.String(r) },
+		result: replyText,
+		unit:   "steps",
 	}
-	res.Calls = calls
-	if failing == nil {
-		res.Status = Pass
-		res.Detail = fmt.Sprintf("held on %d traces, %d steps", traces, steps)
-		return res, nil
-	}
-	breaks := func(steps []lstStep) (bool, error) {
-		g, err := c.rig()
-		if err != nil {
-			return false, err
-		}
-		_, bad, _, err := r.run(g, steps)
-		c.calls += g.calls
-		return bad == len(steps)-1, err
-	}
-	for k := len(failing) - 2; k >= 0; k-- {
-		try := append(append([]lstStep(nil), failing[:k]...), failing[k+1:]...)
-		ok, err := breaks(try)
-		if err != nil {
-			return res, err
-		}
-		if ok {
-			failing = try
-		}
-	}
-	g, err := c.rig()
-	if err != nil {
-		return res, err
-	}
-	outs, bad, msg, err := r.run(g, failing)
-	if err != nil || bad < 0 {
-		return res, fmt.Errorf("verify: a list breach did not repeat on its shrunk trace (%v)", err)
-	}
-	res.Status = Fail
-	res.Detail = fmt.Sprintf("at %s: %s", fmtUS(failing[bad].at), msg)
-	ce := &Counterexample{Original: len(failing), Unit: "steps"}
-	for k, st := range failing {
-		result := ""
-		if len(outs[k].Rules) > 0 {
-			result = resultText(outs[k].Allowed, outs[k].Rules[0])
-		}
-		ce.Steps = append(ce.Steps, CounterStep{At: time.Duration(st.at) * time.Microsecond, Request: st.String(r), Result: result, Mark: k == bad})
-	}
-	res.Counterexample = ce
-	return res, nil
+	return t.check(c, rng, res, func(traces, steps, _ int) string {
+		return fmt.Sprintf("held on %d traces, %d steps", traces, steps)
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/dsl"
@@ -334,76 +333,35 @@ func (c *checker) override(p *dsl.Policy, ru *dsl.Rule, w []int64, i int, params
 		r.rule.Compiled = cr
 	}
 	span := c.span(sub)
-	limit := int64(1)
-	calls, traces, steps := 0, 0, 0
-	var failing []ovrStep
-	for calls < c.o.budget {
-		g, err := c.rig()
-		if err != nil {
-			return res, err
-		}
-		trace := r.genOverride(rng, c.steps(c.o.budget-calls)/3+1, span, limit)
-		outs, bad, _, err := r.run(g, trace)
-		steps += len(outs)
-		calls += g.calls
-		c.calls += g.calls
-		traces++
-		if err != nil {
-			return res, err
-		}
-		if len(outs) > 0 && len(outs[0].Rules) > 0 {
-			limit = max(limit, outs[0].Rules[0].Limit)
-		}
-		if bad >= 0 {
-			failing = trace[:bad+1]
-			break
-		}
+	t := stepTrace[ovrStep, algorithms.Reply]{
+		per:    3,
+		gen:    func(rng *rand.Rand, n int, limit int64) []ovrStep { return r.genOverride(rng, n, span, limit) },
+		run:    r.run,
+		limit:  replyLimit,
+		at:     func(st ovrStep) int64 { return st.at },
+		step:   func(st ovrStep) string { return st.String(r) },
+		result: replyText,
+		unit:   "steps",
 	}
-	res.Calls = calls
-	if failing == nil {
-		res.Status = Pass
-		res.Detail = fmt.Sprintf("held on %d traces, %d steps (figures %s)", traces, steps, r.describeFigures())
-		return res, nil
+	return t.check(c, rng, res, func(traces, steps, _ int) string {
+		return fmt.Sprintf("held on %d traces, %d steps (figures %s)", traces, steps, r.describeFigures())
+	})
+}
+
+// replyLimit is the limit a one-rule reply reports (0 for a reply without rules).
+func replyLimit(rep algorithms.Reply) int64 {
+	if len(rep.Rules) == 0 {
+		return 0
 	}
-	breaks := func(steps []ovrStep) (bool, error) {
-		g, err := c.rig()
-		if err != nil {
-			return false, err
-		}
-		_, bad, _, err := r.run(g, steps)
-		c.calls += g.calls
-		return bad == len(steps)-1, err
+	return rep.Rules[0].Limit
+}
+
+// replyText describes a one-rule reply in a counterexample ("" for a reply without rules).
+func replyText(rep algorithms.Reply) string {
+	if len(rep.Rules) == 0 {
+		return ""
 	}
-	for k := len(failing) - 2; k >= 0; k-- {
-		try := append(append([]ovrStep(nil), failing[:k]...), failing[k+1:]...)
-		ok, err := breaks(try)
-		if err != nil {
-			return res, err
-		}
-		if ok {
-			failing = try
-		}
-	}
-	g, err := c.rig()
-	if err != nil {
-		return res, err
-	}
-	outs, bad, msg, err := r.run(g, failing)
-	if err != nil || bad < 0 {
-		return res, fmt.Errorf("verify: an override breach did not repeat on its shrunk trace (%v)", err)
-	}
-	res.Status = Fail
-	res.Detail = fmt.Sprintf("at %s: %s", fmtUS(failing[bad].at), msg)
-	ce := &Counterexample{Original: len(failing), Unit: "steps"}
-	for k, st := range failing {
-		result := ""
-		if len(outs[k].Rules) > 0 {
-			result = resultText(outs[k].Allowed, outs[k].Rules[0])
-		}
-		ce.Steps = append(ce.Steps, CounterStep{At: time.Duration(st.at) * time.Microsecond, Request: st.String(r), Result: result, Mark: k == bad})
-	}
-	res.Counterexample = ce
-	return res, nil
+	return resultText(rep.Allowed, rep.Rules[0])
 }
 
 func (r *ovrRun) describeFigures() string {
