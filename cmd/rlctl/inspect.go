@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/engine"
 )
@@ -76,29 +74,17 @@ func runInspect(e *env, args []string) error {
 	case len(attrs) == 0:
 		return bad("inspect needs -attr NAME=VALUE for the attributes the policies read, such as -attr ip=192.0.2.1")
 	}
-	opt, err := benchRedisOptions(*addr)
-	if err != nil {
-		return bad("-redis: %v", err)
-	}
-	opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
-	cfg, _ := load(e, fs.Args())
-	if cfg == nil {
-		return errFailed
-	}
-	plan, err := engine.Compile(cfg)
+	re, err := openRedisEngine(e, *addr, fs.Args())
 	if err != nil {
 		return err
 	}
-	redis.SetLogger(benchQuiet{})
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	defer re.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err)
+	if err := re.ping(ctx); err != nil {
+		return err
 	}
-	eng := engine.New(engine.NewRedis(rdb), plan, engine.WithTimeout(10*time.Second))
-	ins, err := eng.Inspect(ctx, engine.Attrs(attrs))
+	ins, err := re.eng.Inspect(ctx, engine.Attrs(attrs))
 	if err != nil {
 		return err
 	}

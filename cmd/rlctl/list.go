@@ -96,32 +96,21 @@ func runList(e *env, args []string) error {
 	case op == "show" && len(attrs) > 0:
 		return bad("-attr belongs to list add, remove and get")
 	}
-	opt, err := benchRedisOptions(*addr)
-	if err != nil {
-		return bad("-redis: %v", err)
-	}
-	opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
-	cfg, _ := load(e, fs.Args())
-	if cfg == nil {
-		return errFailed
-	}
-	plan, err := engine.Compile(cfg)
+	re, err := openRedisEngine(e, *addr, fs.Args())
 	if err != nil {
 		return err
 	}
-	redis.SetLogger(benchQuiet{})
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	eng := engine.New(engine.NewRedis(rdb), plan, engine.WithTimeout(10*time.Second))
-	lists := eng.Lists()
+	defer re.Close()
+	lists := re.eng.Lists()
 	if *name != "" && !slices.Contains(lists, *name) {
 		return noList(*name, lists)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err)
+	if err := re.ping(ctx); err != nil {
+		return err
 	}
+	rdb, plan, eng := re.rdb, re.plan, re.eng
 	var members []engine.ListMember
 	r := engine.Attrs(attrs)
 	switch op {

@@ -110,31 +110,20 @@ func runOverride(e *env, args []string) error {
 	if *forD > 0 {
 		until = time.Now().Add(*forD)
 	}
-	opt, err := benchRedisOptions(*addr)
-	if err != nil {
-		return bad("-redis: %v", err)
-	}
-	opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
-	cfg, _ := load(e, fs.Args())
-	if cfg == nil {
-		return errFailed
-	}
-	plan, err := engine.Compile(cfg)
+	re, err := openRedisEngine(e, *addr, fs.Args())
 	if err != nil {
 		return err
 	}
-	redis.SetLogger(benchQuiet{})
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	defer re.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err)
+	if err := re.ping(ctx); err != nil {
+		return err
 	}
 	if op == "list" {
-		return overrideList(ctx, e, rdb, plan)
+		return overrideList(ctx, e, re.rdb, re.plan)
 	}
-	eng := engine.New(engine.NewRedis(rdb), plan, engine.WithTimeout(10*time.Second))
+	eng := re.eng
 	r := engine.Attrs(attrs)
 	switch op {
 	case "set":
