@@ -39,6 +39,9 @@
 //	    block_for = "15m"          # penalty box: a denial blocks the key this long; constant
 //	    block_max = "24h"          # optional: repeat offences double the block up to this
 //	    overridable = false        # a key may get other figures at runtime (built-ins); constant
+//	    exempt    = list("partners")    # keys on this runtime list pass the rule, uncharged
+//	    deny      = list("banned")      # keys on this runtime list are refused by the rule
+//	    deny_retry = "1h"          # the retry-after a refusal by the deny list states; default 1h
 //	    rate      = "10/s"         # the algorithm's parameters...
 //	    burst     = lookup(local.tiers, request.plan, 60)  # ...constants or expressions
 //	  }
@@ -98,6 +101,18 @@
 //	    at    = "2m"               # when, from the scenario's start
 //	    for   = "30s"              # how long; a flush is an instant and has none
 //	    reply = "READONLY ..."     # kind "error" only; default Redis's OOM reply
+//	  }
+//	  override {                   # an operator's override of one key (overridable rules)
+//	    at      = "1m"
+//	    rule    = "per_user"
+//	    request = { user = "acme" }          # the request whose key it is
+//	    set     = { rate = "100/s" }         # absent: clear the key's override
+//	    for     = "2m"                       # optional: the override then ends
+//	  }
+//	  list {                       # an operator's list change
+//	    at      = "2m"
+//	    add     = "banned"                   # or remove = "banned"
+//	    request = { ip = "203.0.113.9" }     # the request whose keys go on the list
 //	  }
 //	  engine {                     # optional: the engine as deployed; defaults shown
 //	    deadline         = "50ms"  # a Redis call unanswered by then fails
