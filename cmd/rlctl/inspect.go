@@ -13,7 +13,7 @@ import (
 
 var cmdInspect = &command{
 	name:  "inspect",
-	args:  "-redis ADDR -attr NAME=VALUE... FILE|DIR...",
+	args:  "-redis ADDR [-redis-type TYPE] -attr NAME=VALUE... FILE|DIR...",
 	short: "show what each rule sees for a request on a Redis, charging nothing",
 	long: `Inspect shows, for every rule of the files' policies that applies to the request whose
 attributes -attr gives, what the rule sees on the Redis the engine decides on, charging
@@ -44,6 +44,8 @@ list("NAME")). Times are UTC, RFC 3339.
 Flags:
   -redis ADDR       host:port (port 6379 when left out), redis://[user:password@]host:port[/db],
                     rediss://... (TLS), or a Unix socket: unix:///path or the path itself
+  -redis-type TYPE  single (default) or cluster: a Redis Cluster, whose nodes the client
+                    finds from ADDR (one of them)
   -attr NAME=VALUE  request.NAME of the request (repeatable, at least one; give the
                     attributes the policies' match, the rules' when and keys read)
 
@@ -57,6 +59,7 @@ usage error.
 func runInspect(e *env, args []string) error {
 	fs := flags("inspect")
 	addr := fs.String("redis", "", "")
+	redisType := fs.String("redis-type", "single", "")
 	attrs := benchAttrs{}
 	fs.Var(attrs, "attr", "")
 	if err := parse(e, fs, args); err != nil {
@@ -74,7 +77,7 @@ func runInspect(e *env, args []string) error {
 	case len(attrs) == 0:
 		return bad("inspect needs -attr NAME=VALUE for the attributes the policies read, such as -attr ip=192.0.2.1")
 	}
-	re, err := openRedisEngine(e, *addr, fs.Args())
+	re, err := openRedisEngine(e, *addr, *redisType, fs.Args())
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/cli"
@@ -17,7 +15,7 @@ import (
 
 var cmdList = &command{
 	name:  "list",
-	args:  "add|remove|get|show -redis ADDR [-list NAME] [-attr NAME=VALUE]... FILE|DIR...",
+	args:  "add|remove|get|show -redis ADDR [-redis-type TYPE] [-list NAME] [-attr NAME=VALUE]... FILE|DIR...",
 	short: "put a request's keys on a runtime list on a Redis, take them off, read or show them",
 	long: `List changes the runtime lists of the policies' rules (exempt = list("NAME"), deny =
 list("NAME")) on the Redis the engine decides on, or reads or shows them. A key on a
@@ -36,6 +34,8 @@ member has no expiry: it stays until removed.
 Flags:
   -redis ADDR       host:port (port 6379 when left out), redis://[user:password@]host:port[/db],
                     rediss://... (TLS), or a Unix socket: unix:///path or the path itself
+  -redis-type TYPE  single (default) or cluster: a Redis Cluster, whose nodes the client
+                    finds from ADDR (one of them)
   -list NAME        the list, as a rule names it
   -attr NAME=VALUE  request.NAME of the request whose keys they are (repeatable; give the
                     attributes the rules' keys read)
@@ -62,6 +62,7 @@ func runList(e *env, args []string) error {
 	}
 	fs := flags("list")
 	addr := fs.String("redis", "", "")
+	redisType := fs.String("redis-type", "single", "")
 	name := fs.String("list", "", "")
 	attrs := benchAttrs{}
 	fs.Var(attrs, "attr", "")
@@ -96,7 +97,7 @@ func runList(e *env, args []string) error {
 	case op == "show" && len(attrs) > 0:
 		return bad("-attr belongs to list add, remove and get")
 	}
-	re, err := openRedisEngine(e, *addr, fs.Args())
+	re, err := openRedisEngine(e, *addr, *redisType, fs.Args())
 	if err != nil {
 		return err
 	}
@@ -110,12 +111,12 @@ func runList(e *env, args []string) error {
 	if err := re.ping(ctx); err != nil {
 		return err
 	}
-	rdb, plan, eng := re.rdb, re.plan, re.eng
+	plan, eng := re.plan, re.eng
 	var members []engine.ListMember
 	r := engine.Attrs(attrs)
 	switch op {
 	case "show":
-		return listShow(ctx, e, rdb, plan, lists, *name)
+		return listShow(ctx, e, re, plan, lists, *name)
 	case "add":
 		members, err = eng.AddToList(ctx, *name, r)
 	case "remove":
@@ -148,7 +149,7 @@ func noList(name string, lists []string) error {
 
 // listShow prints the members on the server of lists, the lists the plan's rules name,
 // or of the list only when it is not "".
-func listShow(ctx context.Context, e *env, rdb *redis.Client, plan *engine.Plan, lists []string, only string) error {
+func listShow(ctx context.Context, e *env, re *redisEngine, plan *engine.Plan, lists []string, only string) error {
 	if only != "" {
 		lists = []string{only}
 	}
@@ -172,32 +173,25 @@ func listShow(ctx context.Context, e *env, rdb *redis.Client, plan *engine.Plan,
 		match = only // a list name has no glob characters
 	}
 	var lines []string
-	var cursor uint64
-	for {
-		keys, next, err := rdb.Scan(ctx, cursor, algorithms.ListKey("rl:*", match), 1000).Result()
-		if err != nil {
-			return err
-		}
-		for _, k := range keys {
-			for _, n := range lists {
-				rk, ok := strings.CutSuffix(k, algorithms.ListKey("", n))
-				// rl:{p:r:alg:key} or rl:{shard}:{p:r:alg:key}
-				i := strings.LastIndex(rk, "{")
-				if !ok || i < 0 || !strings.HasSuffix(rk, "}") {
-					continue
-				}
-				id := rk[i+1 : len(rk)-1]
-				for prefix, ns := range names {
-					if strings.HasPrefix(id, prefix) && slices.Contains(ns, n) {
-						lines = append(lines, n+"  "+rk)
-					}
+	err := re.scan(ctx, algorithms.ListKey("rl:*", match), func(k string) bool {
+		for _, n := range lists {
+			rk, ok := strings.CutSuffix(k, algorithms.ListKey("", n))
+			// rl:{p:r:alg:key} or rl:{shard}:{p:r:alg:key}
+			i := strings.LastIndex(rk, "{")
+			if !ok || i < 0 || !strings.HasSuffix(rk, "}") {
+				continue
+			}
+			id := rk[i+1 : len(rk)-1]
+			for prefix, ns := range names {
+				if strings.HasPrefix(id, prefix) && slices.Contains(ns, n) {
+					lines = append(lines, n+"  "+rk)
 				}
 			}
 		}
-		cursor = next
-		if cursor == 0 || len(lines) >= listShowMax {
-			break
-		}
+		return len(lines) < listShowMax
+	})
+	if err != nil {
+		return err
 	}
 	sort.Strings(lines)
 	for _, l := range lines {

@@ -7,15 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/engine"
 )
 
 var cmdOverride = &command{
 	name:  "override",
-	args:  "set|get|clear|list -redis ADDR [-rule POLICY.RULE] [-attr NAME=VALUE]... [-set NAME=VALUE]... [-for D | -until TIME] FILE|DIR...",
+	args:  "set|get|clear|list -redis ADDR [-redis-type TYPE] [-rule POLICY.RULE] [-attr NAME=VALUE]... [-set NAME=VALUE]... [-for D | -until TIME] FILE|DIR...",
 	short: "set, read, clear or list per-key overrides of a policy's rules on a Redis",
 	long: `Override gives one key of an overridable rule (overridable = true) other figures on the
 Redis the engine decides on, or reads, clears or lists them. The key is the one the rule
@@ -31,6 +29,8 @@ its next decision. See docs/runtime.md for what a change does to what the key co
 Flags:
   -redis ADDR       host:port (port 6379 when left out), redis://[user:password@]host:port[/db],
                     rediss://... (TLS), or a Unix socket: unix:///path or the path itself
+  -redis-type TYPE  single (default) or cluster: a Redis Cluster, whose nodes the client
+                    finds from ADDR (one of them)
   -rule POLICY.RULE the overridable rule
   -attr NAME=VALUE  request.NAME of the request whose key it is (repeatable)
   -set NAME=VALUE   a parameter of the rule's algorithm and its value as a policy writes
@@ -58,6 +58,7 @@ func runOverride(e *env, args []string) error {
 	}
 	fs := flags("override")
 	addr := fs.String("redis", "", "")
+	redisType := fs.String("redis-type", "single", "")
 	ruleRef := fs.String("rule", "", "")
 	attrs, set := benchAttrs{}, benchAttrs{}
 	fs.Var(attrs, "attr", "")
@@ -110,7 +111,7 @@ func runOverride(e *env, args []string) error {
 	if *forD > 0 {
 		until = time.Now().Add(*forD)
 	}
-	re, err := openRedisEngine(e, *addr, fs.Args())
+	re, err := openRedisEngine(e, *addr, *redisType, fs.Args())
 	if err != nil {
 		return err
 	}
@@ -121,7 +122,7 @@ func runOverride(e *env, args []string) error {
 		return err
 	}
 	if op == "list" {
-		return overrideList(ctx, e, re.rdb, re.plan)
+		return overrideList(ctx, e, re)
 	}
 	eng := re.eng
 	r := engine.Attrs(attrs)
@@ -159,7 +160,8 @@ func formatOverride(rule, key, figures, own string, until time.Time) string {
 }
 
 // overrideList prints the overrides on the server of the plan's overridable rules.
-func overrideList(ctx context.Context, e *env, rdb *redis.Client, plan *engine.Plan) error {
+func overrideList(ctx context.Context, e *env, re *redisEngine) error {
+	plan := re.plan
 	type ruleOf struct {
 		name string
 		alg  *algorithms.Algorithm
@@ -183,44 +185,37 @@ func overrideList(ctx context.Context, e *env, rdb *redis.Client, plan *engine.P
 		return nil
 	}
 	var lines []string
-	var cursor uint64
-	for {
-		keys, next, err := rdb.Scan(ctx, cursor, "rl:*:!ovr", 1000).Result()
-		if err != nil {
-			return err
+	err := re.scan(ctx, "rl:*:!ovr", func(k string) bool {
+		rk, _ := algorithms.RuleKeyOfOverride(k)
+		// rl:{p:r:alg:key} or rl:{shard}:{p:r:alg:key}
+		i := strings.LastIndex(rk, "{")
+		if i < 0 || !strings.HasSuffix(rk, "}") {
+			return true
 		}
-		for _, k := range keys {
-			rk, _ := algorithms.RuleKeyOfOverride(k)
-			// rl:{p:r:alg:key} or rl:{shard}:{p:r:alg:key}
-			i := strings.LastIndex(rk, "{")
-			if i < 0 || !strings.HasSuffix(rk, "}") {
+		id := rk[i+1 : len(rk)-1]
+		for prefix, ru := range rules {
+			if !strings.HasPrefix(id, prefix) {
 				continue
 			}
-			id := rk[i+1 : len(rk)-1]
-			for prefix, ru := range rules {
-				if !strings.HasPrefix(id, prefix) {
-					continue
-				}
-				v, err := rdb.Get(ctx, k).Result()
-				if err != nil {
-					continue // cleared meanwhile
-				}
-				o, err := algorithms.DecodeOverride(ru.alg, v)
-				if err != nil {
-					lines = append(lines, fmt.Sprintf("%s  key %s: malformed: %v", ru.name, rk, err))
-					continue
-				}
-				var until time.Time
-				if o.Until > 0 {
-					until = time.UnixMicro(o.Until)
-				}
-				lines = append(lines, formatOverride(ru.name, rk, ru.alg.DescribeParams(o.Params), ru.own, until))
+			v, err := re.rdb.Get(ctx, k).Result()
+			if err != nil {
+				continue // cleared meanwhile
 			}
+			o, err := algorithms.DecodeOverride(ru.alg, v)
+			if err != nil {
+				lines = append(lines, fmt.Sprintf("%s  key %s: malformed: %v", ru.name, rk, err))
+				continue
+			}
+			var until time.Time
+			if o.Until > 0 {
+				until = time.UnixMicro(o.Until)
+			}
+			lines = append(lines, formatOverride(ru.name, rk, ru.alg.DescribeParams(o.Params), ru.own, until))
 		}
-		cursor = next
-		if cursor == 0 || len(lines) >= overrideListMax {
-			break
-		}
+		return len(lines) < overrideListMax
+	})
+	if err != nil {
+		return err
 	}
 	sort.Strings(lines)
 	for _, l := range lines {
