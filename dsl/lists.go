@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rlctl/rlctl/algorithms"
@@ -44,7 +45,10 @@ func (l *loader) lists(r *Rule, content *hcl.BodyContent) {
 
 // listName returns the list a list("name") expression names, or "" after a diagnostic.
 func (l *loader) listName(a *hcl.Attribute) string {
-	const how = "Write it as %s = list(\"name\"): a list is a set of the rule's keys that changes at runtime (rlctl list, Engine.AddToList), and its name is letters, digits, '_', '-' and '.', at most 64."
+	how := "Write it as %s = list(\"name\"): a list is a set of the rule's keys that changes at runtime (rlctl list, Engine.AddToList), and its name is letters, digits, '_', '-' and '.', at most 64."
+	if strings.HasSuffix(a.Expr.Range().Filename, ".json") {
+		how = "Write it as \"%s\": \"list(\\\"name\\\")\" (in JSON, the call alone in the string, without ${ }): a list is a set of the rule's keys that changes at runtime (rlctl list, Engine.AddToList), and its name is letters, digits, '_', '-' and '.', at most 64."
+	}
 	call, d := hcl.ExprCall(a.Expr)
 	if d.HasErrors() || call.Name != "list" || len(call.Arguments) != 1 {
 		l.add(errorf(a.Expr.Range(), "Not a list", how, a.Name))
