@@ -464,7 +464,13 @@ func (o *Oracle) state(r *Rule) (state, error) {
 	if s, ok := o.states[r.Key]; ok {
 		return s, nil
 	}
-	s, err := newState(r.Algorithm, r.Params)
+	// A key without state is empty in the figures in force: its override's, while it
+	// has one (the script's state of a key that expired while overridden).
+	params := r.Params
+	if ov, ok := o.overrides[r.Key]; ok && r.Overridable {
+		params = ov.Params
+	}
+	s, err := newState(r.Algorithm, params)
 	if err != nil {
 		return nil, err
 	}

@@ -701,3 +701,21 @@ func TestExpiredEarlyInAStack(t *testing.T) {
 		t.Errorf("a wrong answer in a stack passes for an early expiry: %+v", got)
 	}
 }
+
+// TestOracleExpiredOverriddenKey: a key whose state is gone while it has an override is
+// empty in the override's figures, as the script decides it, so that a key a real server
+// expired mid-trace reads as expired (expiredEarly) with overrides too.
+func TestOracleExpiredOverriddenKey(t *testing.T) {
+	a, _ := Default().Algorithm("sliding_log")
+	o := NewOracle()
+	r := Rule{Key: "{k}", Algorithm: a, Params: []int64{12, 1000}, Overridable: true}
+	if _, err := o.Do(&Call{Op: OpOverride, Now: 1, Rules: []Rule{r}, Override: &Override{Params: []int64{10, 1000}}}); err != nil {
+		t.Fatal(err)
+	}
+	delete(o.states, r.Key)
+	r.Cost = 1
+	rep, err := o.Do(&Call{Op: OpCheck, Now: 2, Rules: []Rule{r}})
+	if err != nil || rep.Rules[0].Limit != 10 || rep.Rules[0].Remaining != 9 {
+		t.Fatalf("%+v %v, want limit 10 and 9 remaining", rep, err)
+	}
+}
