@@ -79,26 +79,7 @@ policy "p" {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
-				b.Fatal(err)
-			}
-			b.ResetTimer()
-			for i := range b.N {
-				d, err := e.Allow(ctx, users[i%len(users)])
-				if err != nil {
-					b.Fatal(err)
-				}
-				if d.Allowed == c.listed {
-					b.Fatalf("allowed %v", d.Allowed)
-				}
-			}
-			b.StopTimer()
-			calls, usec, cmds := commandStats(b, rdb)
-			if calls > 0 {
-				b.ReportMetric(float64(usec)/float64(calls), "script-us/call")
-				b.ReportMetric(float64(cmds)/float64(calls), "commands/call")
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+			benchDecide(b, rdb, e, users, !c.listed)
 			b.ReportMetric(float64(size), "keys")
 			if err := rdb.FlushDB(ctx).Err(); err != nil {
 				b.Fatal(err)
