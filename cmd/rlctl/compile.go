@@ -44,8 +44,13 @@ unless it runs with -allow-removal).
 		if fs.NArg() == 0 {
 			return errUsage
 		}
-		cfg, _ := load(e, fs.Args())
+		cfg, diags := load(e, fs.Args())
 		if cfg == nil {
+			if *asJSON {
+				if err := cli.WriteLoadErrorJSON(e.stdout, diags, nil); err != nil {
+					return err
+				}
+			}
 			return errFailed
 		}
 		plan, err := engine.Compile(cfg)
@@ -55,8 +60,13 @@ unless it runs with -allow-removal).
 		out := describe(cfg, plan)
 		removed := false
 		if *from != "" {
-			old, _ := load(e, []string{*from})
+			old, diags := load(e, []string{*from})
 			if old == nil {
+				if *asJSON {
+					if err := cli.WriteLoadErrorJSON(e.stdout, diags, map[string]any{"from": *from}); err != nil {
+						return err
+					}
+				}
 				return errFailed
 			}
 			out.Changes = []changeOut{}

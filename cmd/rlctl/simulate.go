@@ -113,8 +113,13 @@ func runSimulate(e *env, args []string) error {
 		}
 		opts = append(opts, verify.WithSeed(*seed))
 	}
-	cfg, _ := load(e, fs.Args())
+	cfg, diags := load(e, fs.Args())
 	if cfg == nil {
+		if *asJSON {
+			if err := cli.WriteLoadErrorJSON(e.stdout, diags, nil); err != nil {
+				return err
+			}
+		}
 		return errFailed
 	}
 	if *tracePath != "" {

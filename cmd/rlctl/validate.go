@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/hashicorp/hcl/v2"
@@ -10,7 +11,7 @@ import (
 
 var cmdValidate = &command{
 	name:  "validate",
-	args:  "FILE|DIR...",
+	args:  "[-json] FILE|DIR...",
 	short: "check policy files and report every problem",
 	long: `Validate loads policy files (a directory contributes its *.hcl and *.hcl.json files)
 and reports every problem with its file:line:col, the source it refers to, and how to
@@ -28,15 +29,27 @@ its key may take (default 64KiB). A budget block sets both, at the top level of 
 in a policy: budget { work = 5000, memory = "256KiB" }. 'rlctl compile' shows each rule's
 figures.
 
+With -json the result is one JSON object on stdout, for editors and CI: "valid", the
+counts "policies", "rules" and "scenarios" (when valid), and "diagnostics", each with
+"severity" (error or warning), "summary", "detail", "file", "line" and "column"; stderr
+stays empty.
+
+Flags:
+  -json  print the result as one JSON object
+
 Exit status: 0 valid, 1 invalid, 2 usage error.
 `,
 	run: func(e *env, args []string) error {
 		fs := flags("validate")
+		asJSON := fs.Bool("json", false, "")
 		if err := parse(e, fs, args); err != nil {
 			return err
 		}
 		if fs.NArg() == 0 {
 			return errUsage
+		}
+		if *asJSON {
+			return validateJSON(e, fs.Args())
 		}
 		cfg, diags := load(e, fs.Args())
 		if cfg == nil {
@@ -45,6 +58,33 @@ Exit status: 0 valid, 1 invalid, 2 usage error.
 		fmt.Fprintln(e.stdout, cli.Summary(cfg, len(diags)))
 		return nil
 	},
+}
+
+// validateJSON is validate -json: the result as one JSON object on stdout.
+func validateJSON(e *env, paths []string) error {
+	cfg, diags := dsl.Load(paths...)
+	out := struct {
+		Valid       bool             `json:"valid"`
+		Policies    *int             `json:"policies,omitempty"`
+		Rules       *int             `json:"rules,omitempty"`
+		Scenarios   *int             `json:"scenarios,omitempty"`
+		Diagnostics []cli.Diagnostic `json:"diagnostics"`
+	}{Valid: cfg != nil && !diags.HasErrors(), Diagnostics: cli.DiagnosticsJSON(diags)}
+	if out.Valid {
+		rules := 0
+		for _, p := range cfg.Policies {
+			rules += len(p.Rules)
+		}
+		policies, scenarios := len(cfg.Policies), len(cfg.Scenarios)
+		out.Policies, out.Rules, out.Scenarios = &policies, &rules, &scenarios
+	}
+	if err := json.NewEncoder(e.stdout).Encode(out); err != nil {
+		return err
+	}
+	if !out.Valid {
+		return errFailed
+	}
+	return nil
 }
 
 // load loads policies and prints their diagnostics; it returns nil when there are errors.

@@ -75,7 +75,8 @@ documentation): seed, budget, calls, and results, each with policy, rule, algori
 params, limit (in words: "20/h, burst 5"), property, status (pass, skip, note, warn, fail), statement, detail, calls, error
 (a script error at its file:line) and counterexample {original, unit, steps: [{at_ns,
 client, request, result, mark}]}. If verify cannot run at all, the object has "error"
-and no results.
+and no results; for invalid policies, "diagnostics" too, as 'rlctl validate -json' gives
+them.
 
 Flags:
   -budget N     requests generated per rule, and again for its races (default 3000)
@@ -133,8 +134,14 @@ func runVerify(e *env, args []string) error {
 		}
 		opts = append(opts, verify.WithDuration(d))
 	}
-	cfg, _ := load(e, fs.Args())
+	cfg, diags := load(e, fs.Args())
 	if cfg == nil {
+		if *asJSON {
+			// The JSON reader gets an object of the findings' schema that says why.
+			if err := cli.WriteLoadErrorJSON(e.stdout, diags, map[string]any{"schema": verify.Schema, "seed": *seed, "budget": *budget, "results": []any{}}); err != nil {
+				return err
+			}
+		}
 		return errFailed
 	}
 	if e.color {
