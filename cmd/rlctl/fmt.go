@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,10 @@ leaves alone). A file that does not parse is reported and left untouched.
   -check  rewrite nothing; list the files that are not canonical and exit 1 if any
   -diff   rewrite nothing; print a unified diff of what would change (patch -p1 applies it)
 
+With - as the only file, fmt reads a policy from standard input and writes it in canonical
+form to standard output (with -check, it writes nothing and exits 1 if it is not
+canonical; with -diff, it writes the diff).
+
 Exit status: 0 success, 1 a file does not parse or (-check) is not canonical, 2 usage error.
 `,
 	run: func(e *env, args []string) error {
@@ -34,6 +39,9 @@ Exit status: 0 success, 1 a file does not parse or (-check) is not canonical, 2 
 		}
 		if fs.NArg() == 0 {
 			return errUsage
+		}
+		if fs.NArg() == 1 && fs.Arg(0) == "-" {
+			return fmtStdin(e, *check, *diff)
 		}
 		names, failed := fmtFiles(e, fs.Args())
 		for _, name := range names {
@@ -74,6 +82,35 @@ Exit status: 0 success, 1 a file does not parse or (-check) is not canonical, 2 
 		}
 		return nil
 	},
+}
+
+// fmtStdin is fmt - : the policy on standard input, in canonical form on standard output.
+func fmtStdin(e *env, check, diff bool) error {
+	src, err := io.ReadAll(e.in())
+	if err != nil {
+		return err
+	}
+	const name = "stdin.hcl"
+	out, diags := dsl.Format(name, src)
+	if diags.HasErrors() {
+		cli.WriteDiagnostics(e.stderr, cli.SourceFiles(name, src), diags, e.color)
+		fmt.Fprintln(e.stderr, "rlctl: error: standard input does not parse: nothing written")
+		return errFailed
+	}
+	changed := !bytes.Equal(src, out)
+	switch {
+	case diff:
+		if changed {
+			fmt.Fprint(e.stdout, unifiedDiff(name, src, out, 3))
+		}
+	case check:
+	default:
+		e.stdout.Write(out)
+	}
+	if check && changed {
+		return errFailed
+	}
+	return nil
 }
 
 // fmtFiles returns the files fmt formats for paths, each once: a file as named, a

@@ -49,6 +49,8 @@ type command struct {
 
 // env is what a command reads and writes, so tests and main share one path.
 type env struct {
+	// stdin is what a command given "-" for its file reads (os.Stdin when nil).
+	stdin          io.Reader
 	stdout, stderr io.Writer
 	color          bool // stderr is a terminal
 	// now is the clock progress lines read (time.Now when nil).

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"os"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rlctl/rlctl/dsl"
@@ -28,6 +30,9 @@ the commands one call may issue plus the elements they touch (default 2000), or 
 its key may take (default 64KiB). A budget block sets both, at the top level of a file or
 in a policy: budget { work = 5000, memory = "256KiB" }. 'rlctl compile' shows each rule's
 figures.
+
+With - as the only file, validate reads one policy file from standard input (named
+stdin.hcl in its diagnostics).
 
 With -json the result is one JSON object on stdout, for editors and CI: "valid", the
 counts "policies", "rules" and "scenarios" (when valid), and "diagnostics", each with
@@ -62,7 +67,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.
 
 // validateJSON is validate -json: the result as one JSON object on stdout.
 func validateJSON(e *env, paths []string) error {
-	cfg, diags := dsl.Load(paths...)
+	cfg, diags := loadPaths(e, paths)
 	out := struct {
 		Valid       bool             `json:"valid"`
 		Policies    *int             `json:"policies,omitempty"`
@@ -88,10 +93,31 @@ func validateJSON(e *env, paths []string) error {
 }
 
 // load loads policies and prints their diagnostics; it returns nil when there are errors.
+// A lone path "-" is one native-syntax file read from e's standard input.
 func load(e *env, paths []string) (*dsl.Config, hcl.Diagnostics) {
-	cfg, diags := dsl.Load(paths...)
+	cfg, diags := loadPaths(e, paths)
 	if !cli.WriteLoad(e.stderr, cfg, diags, e.color) {
 		return nil, diags
 	}
 	return cfg, diags
+}
+
+// loadPaths is dsl.Load, or for a lone "-", dsl.Parse of standard input as stdin.hcl.
+func loadPaths(e *env, paths []string) (*dsl.Config, hcl.Diagnostics) {
+	if len(paths) == 1 && paths[0] == "-" {
+		src, err := io.ReadAll(e.in())
+		if err != nil {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read standard input", Detail: err.Error() + "."}}
+		}
+		return dsl.Parse(map[string][]byte{"stdin.hcl": src})
+	}
+	return dsl.Load(paths...)
+}
+
+// in returns what the command reads as standard input.
+func (e *env) in() io.Reader {
+	if e.stdin == nil {
+		return os.Stdin
+	}
+	return e.stdin
 }
