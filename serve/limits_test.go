@@ -671,3 +671,45 @@ func TestMaxRulesOnBothInterfaces(t *testing.T) {
 		t.Fatalf("the refused batch's first request: %d %v; want allowed (never charged)", code, out)
 	}
 }
+
+// TestOpenAPIForGenerators: the document carries what code generators need: a unique
+// operationId on every operation, a server, and the bearer scheme, which the admin
+// operations require.
+func TestOpenAPIForGenerators(t *testing.T) {
+	var doc struct {
+		Servers    []struct{ URL string } `json:"servers"`
+		Components struct {
+			SecuritySchemes map[string]struct{ Type, Scheme string } `json:"securitySchemes"`
+		} `json:"components"`
+		Paths map[string]map[string]struct {
+			OperationID string                `json:"operationId"`
+			Security    []map[string][]string `json:"security"`
+			Description string                `json:"description"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openapi, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Servers) == 0 || doc.Servers[0].URL == "" {
+		t.Error("openapi.json names no server")
+	}
+	if s := doc.Components.SecuritySchemes["bearerAuth"]; s.Type != "http" || s.Scheme != "bearer" {
+		t.Errorf("openapi.json's bearerAuth scheme: %+v", s)
+	}
+	seen := map[string]string{}
+	for path, ops := range doc.Paths {
+		for method, op := range ops {
+			if op.OperationID == "" {
+				t.Errorf("%s %s has no operationId", method, path)
+			} else if other, dup := seen[op.OperationID]; dup {
+				t.Errorf("%s %s repeats the operationId %q of %s", method, path, op.OperationID, other)
+			}
+			seen[op.OperationID] = path
+			admin := strings.Contains(op.Description, "Needs the admin right")
+			required := len(op.Security) == 1 && op.Security[0]["bearerAuth"] != nil
+			if admin != required {
+				t.Errorf("%s %s: needs the admin right %v, but requires a bearer token %v", method, path, admin, required)
+			}
+		}
+	}
+}
