@@ -364,7 +364,7 @@ func TestReadmeVerifyExamples(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for _, f := range ar.Files {
-		path := filepath.Join(dir, f.Name)
+		path := filepath.Join(dir, strings.TrimPrefix(f.Name, "variant/"))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}

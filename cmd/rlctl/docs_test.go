@@ -284,6 +284,9 @@ func variantDir(t *testing.T, abs, archive string) string {
 		t.Fatal(err)
 	}
 	for name, data := range variantFiles(t, abs, archive) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
