@@ -36,6 +36,7 @@ type Engine struct {
 	shared  atomic.Pointer[sharedDeadline]
 	clock   func() time.Time
 	log     *slog.Logger
+	logSet  bool // WithLogger was given
 	hooks   Hooks
 	br      breaker
 	cache   *denyCache
@@ -97,8 +98,10 @@ func WithClock(now func() time.Time) Option { return func(e *Engine) { e.clock =
 
 // WithLogger sets where the engine logs backend failures, breaker changes and script
 // errors (default: discarded). Failures are logged at most once a second per policy and
-// kind, with the count of those not logged.
-func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log = l } }
+// kind, with the count of those not logged. New's warnings about a Redis client that is
+// not configured as the engine needs go to l, or without WithLogger to slog.Default(): a
+// misconfiguration is said even to a program that set no logger.
+func WithLogger(l *slog.Logger) Option { return func(e *Engine) { e.log, e.logSet = l, true } }
 
 // WithHooks sets metric hooks.
 func WithHooks(h Hooks) Option { return func(e *Engine) { e.hooks = h } }
@@ -154,15 +157,19 @@ func New(backend Backend, plan *Plan, opts ...Option) *Engine {
 	if l, ok := backend.(loader); ok && plan != nil {
 		l.load(plan.Script())
 	}
+	warn := e.log
+	if !e.logSet {
+		warn = slog.Default()
+	}
 	if r, ok := backend.(*Redis); ok && r.detach && e.timeout > 0 {
-		e.log.Warn("rlctl: the Redis client does not end calls at their context's deadline; " +
+		warn.Warn("rlctl: the Redis client does not end calls at their context's deadline; " +
 			"the engine returns at its deadline anyway, but each abandoned call keeps a connection " +
 			"until the client's ReadTimeout: set ContextTimeoutEnabled: true in the client's options")
 	}
 	if r, ok := backend.(*Redis); ok && r.retries && (r.ap != nil || r.proc == nil) {
 		// Calls sent one by one are marked not to be resent (see Redis); batched calls, and
 		// those of a client that cannot send a prepared command, are the client's to resend.
-		e.log.Warn("rlctl: the Redis client retries failed commands, and batched calls are its to resend; " +
+		warn.Warn("rlctl: the Redis client retries failed commands, and batched calls are its to resend; " +
 			"a call whose reply was lost (its connection killed after the server ran it) is charged twice: " +
 			"set MaxRetries: -1 in the client's options (on_error decides failed calls)")
 	}

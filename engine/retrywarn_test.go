@@ -46,3 +46,30 @@ func TestRetryingClientWarning(t *testing.T) {
 		})
 	}
 }
+
+// TestClientWarningWithoutLogger: a program that sets no logger still hears of a client
+// that does not end calls at their deadline: New says so on slog.Default().
+func TestClientWarningWithoutLogger(t *testing.T) {
+	plan := compile(t, `policy "p" {
+  rule "r" {
+    algorithm = "gcra"
+    key       = request.ip
+    rate      = "10/s"
+    burst     = 10
+  }
+}`)
+	var buf bytes.Buffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1}) // ContextTimeoutEnabled left false
+	defer c.Close()
+	New(NewRedis(c), plan)
+	if !strings.Contains(buf.String(), "ContextTimeoutEnabled: true") {
+		t.Errorf("no warning on slog.Default(); it has:\n%s", buf.String())
+	}
+	buf.Reset()
+	New(NewRedis(c), plan, WithLogger(slog.New(slog.DiscardHandler)))
+	if buf.Len() != 0 {
+		t.Errorf("a program's own logger was bypassed:\n%s", buf.String())
+	}
+}
