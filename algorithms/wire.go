@@ -298,6 +298,16 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 	return dst, nil
 }
 
+// Compile returns r named as the compiled rule c (nil: r as it is): Compiled set to c,
+// and the flags a compiled rule holds as constants of the script (shadow, penalty box,
+// overridable, lists) set to c's, as its calls must carry them.
+func (r Rule) Compile(c *Compiled) Rule {
+	if c != nil {
+		r.Compiled, r.Shadow, r.Box, r.Overridable, r.Lists = c, c.Shadow, c.Box, c.Overridable, c.Lists
+	}
+	return r
+}
+
 // keyBefore returns the index of an earlier rule of c with rule i's key, or -1. Calls
 // have a few rules, so it compares; a call of many rules keeps the keys in seen.
 func (c *Call) keyBefore(i int, seen map[string]int) int {

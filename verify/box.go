@@ -165,7 +165,7 @@ func (c *checker) penaltyBox(p *dsl.Policy, ru *dsl.Rule, w []int64, i int, para
 	}
 	if cr := c.plan.Compiled(ru); cr != nil && !ru.Shadow {
 		// What production runs: the rule as compiled into the plan's script.
-		r.boxed.Compiled, r.boxed.Overridable, r.boxed.Lists = cr, cr.Overridable, cr.Lists
+		r.boxed = r.boxed.Compile(cr)
 	}
 	span := max(c.span(sub), 4*ru.Box.For, 2*ru.Box.Max)
 	t := stepTrace[boxStep, boxOutcome]{

@@ -189,7 +189,7 @@ func (c *checker) lists(p *dsl.Policy, ru *dsl.Rule, w []int64, i int, params st
 	}
 	if cr := c.plan.Compiled(ru); cr != nil && !ru.Shadow && ru.Box.For == 0 {
 		// What production runs: the rule as compiled into the plan's script.
-		r.rule.Compiled, r.rule.Overridable = cr, cr.Overridable
+		r.rule = r.rule.Compile(cr)
 	}
 	span := c.span(sub)
 	t := stepTrace[lstStep, algorithms.Reply]{

@@ -330,7 +330,7 @@ func (c *checker) override(p *dsl.Policy, ru *dsl.Rule, w []int64, i int, params
 	}
 	if cr := c.plan.Compiled(ru); cr != nil && !ru.Shadow && ru.Box.For == 0 {
 		// What production runs: the rule as compiled into the plan's script.
-		r.rule.Compiled = cr
+		r.rule = r.rule.Compile(cr)
 	}
 	span := c.span(sub)
 	t := stepTrace[ovrStep, algorithms.Reply]{

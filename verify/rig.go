@@ -258,10 +258,7 @@ func leaseID(n int) string { return "lease-" + strconv.Itoa(n) }
 
 // rule returns the wire rule of a step.
 func (s *subject) rule(st step) algorithms.Rule {
-	r := algorithms.Rule{Key: s.key, Algorithm: s.alg, Cost: st.cost, Params: s.params, Compiled: s.compiled}
-	if s.compiled != nil {
-		r.Overridable, r.Lists = s.compiled.Overridable, s.compiled.Lists
-	}
+	r := algorithms.Rule{Key: s.key, Algorithm: s.alg, Cost: st.cost, Params: s.params}.Compile(s.compiled)
 	if s.lease >= 0 {
 		r.Lease = leaseID(st.lease)
 	}

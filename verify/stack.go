@@ -46,10 +46,7 @@ func stackCall(rules []stackRule, q stackReq, idx []int) algorithms.Call {
 	}
 	for _, i := range idx {
 		sr := rules[i]
-		r := algorithms.Rule{Key: sr.key(q.keys[i]), Algorithm: sr.sub.alg, Cost: q.costs[i], Shadow: sr.shadow, Params: sr.sub.params, Compiled: sr.compiled}
-		if sr.compiled != nil {
-			r.Box, r.Overridable, r.Lists = sr.compiled.Box, sr.compiled.Overridable, sr.compiled.Lists
-		}
+		r := algorithms.Rule{Key: sr.key(q.keys[i]), Algorithm: sr.sub.alg, Cost: q.costs[i], Shadow: sr.shadow, Params: sr.sub.params}.Compile(sr.compiled)
 		if sr.sub.lease >= 0 {
 			r.Lease = leaseID(q.lease)
 		}

@@ -52,10 +52,12 @@ policy "leaky" {
 policy "gcra" {
   rule "r" {
     overridable = true
-    algorithm   = "gcra"
-    key         = "k"
-    rate        = "3/s"
-    burst       = 4
+    # With lists too: its calls carry every flag of its compiled form.
+    deny      = list("banned")
+    algorithm = "gcra"
+    key       = "k"
+    rate      = "3/s"
+    burst     = 4
   }
 }
 
