@@ -524,13 +524,9 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending, gone []
 				continue
 			}
 		}
-		var shard string
-		if p.Shard != nil {
-			s, err := p.Shard.String(r)
-			if err != nil {
-				return nil, nil, false, fmt.Errorf("%w: policy %q shard: %v", ErrRequest, p.Name, err)
-			}
-			shard = s
+		shard, err := shardOf(p, r)
+		if err != nil {
+			return nil, nil, false, err
 		}
 		for _, ru := range p.Rules {
 			if ru.When != nil {
@@ -542,12 +538,9 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending, gone []
 					continue
 				}
 			}
-			key, err := ru.Key.String(r)
-			if err != nil {
-				return nil, nil, false, fmt.Errorf("%w: policy %q rule %q key: %v", ErrRequest, p.Name, ru.Name, err)
-			}
 			cost := int64(1)
 			if ru.Cost != nil {
+				var err error
 				if cost, err = ru.Cost.Int(r); err != nil {
 					return nil, nil, false, fmt.Errorf("%w: policy %q rule %q cost: %v", ErrRequest, p.Name, ru.Name, err)
 				}
@@ -561,12 +554,11 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending, gone []
 			if m := ru.Algorithm.MaxCost; m > 0 && cost*n > m {
 				return nil, nil, false, fmt.Errorf("%w: policy %q rule %q: a cost of %d, where algorithm %q takes at most %d a request (max_cost)", ErrRequest, p.Name, ru.Name, cost*n, ru.Algorithm.Name, m)
 			}
-			wire, err := ru.Wire(r)
+			var c algorithms.Rule
+			c, buf, err = e.callRule(buf, p, ru, shard, r, cost*n)
 			if err != nil {
-				return nil, nil, false, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
+				return nil, nil, false, err
 			}
-			buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, ru.HasFurtherKeys())
-			c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost * n, Shadow: ru.Shadow, Params: wire, Compiled: e.plan.compiled[ru], Box: ru.Box, Overridable: ru.Overridable, Lists: ru.Lists}
 			if ru.Algorithm.HasLease() {
 				c.Lease = e.leasePrefix + strconv.FormatUint(e.leaseSeq.Add(1), 36)
 			}
@@ -882,4 +874,33 @@ func window(r *algorithms.Rule) time.Duration {
 		return 0
 	}
 	return time.Duration(min(t.Refill(), math.MaxInt64/1000)) * time.Microsecond
+}
+
+// shardOf returns the shard value policy p has for request r ("" without a shard).
+func shardOf(p *dsl.Policy, r dsl.Request) (string, error) {
+	if p.Shard == nil {
+		return "", nil
+	}
+	s, err := p.Shard.String(r)
+	if err != nil {
+		return "", fmt.Errorf("%w: policy %q shard: %v", ErrRequest, p.Name, err)
+	}
+	return s, nil
+}
+
+// callRule returns rule ru of policy p as a call's rule of cost cost for request r, whose
+// shard value is shard: its key as decisions render it (into buf, returned for reuse), its
+// parameters, and its flags. The lease is the caller's.
+func (e *Engine) callRule(buf []byte, p *dsl.Policy, ru *dsl.Rule, shard string, r dsl.Request, cost int64) (algorithms.Rule, []byte, error) {
+	key, err := ru.Key.String(r)
+	if err != nil {
+		return algorithms.Rule{}, buf, fmt.Errorf("%w: policy %q rule %q key: %v", ErrRequest, p.Name, ru.Name, err)
+	}
+	wire, err := ru.Wire(r)
+	if err != nil {
+		return algorithms.Rule{}, buf, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
+	}
+	buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, ru.HasFurtherKeys())
+	c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost, Shadow: ru.Shadow, Params: wire, Box: ru.Box, Overridable: ru.Overridable, Lists: ru.Lists}
+	return c.Compile(e.plan.compiled[ru]), buf, nil
 }

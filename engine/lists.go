@@ -96,24 +96,14 @@ func (e *Engine) listCall(ctx context.Context, list string, r dsl.Request, actio
 // listRule returns rule ru of policy p as a call's rule for r, of cost 0: its key as a
 // decision renders it, its match and when not consulted.
 func (e *Engine) listRule(p *dsl.Policy, ru *dsl.Rule, r dsl.Request) (algorithms.Rule, error) {
-	var shard string
-	if p.Shard != nil {
-		s, err := p.Shard.String(r)
-		if err != nil {
-			return algorithms.Rule{}, fmt.Errorf("%w: policy %q shard: %v", ErrRequest, p.Name, err)
-		}
-		shard = s
-	}
-	key, err := ru.Key.String(r)
+	shard, err := shardOf(p, r)
 	if err != nil {
-		return algorithms.Rule{}, fmt.Errorf("%w: policy %q rule %q key: %v", ErrRequest, p.Name, ru.Name, err)
+		return algorithms.Rule{}, err
 	}
-	wire, err := ru.Wire(r)
+	c, _, err := e.callRule(nil, p, ru, shard, r, 0)
 	if err != nil {
-		return algorithms.Rule{}, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
+		return algorithms.Rule{}, err
 	}
-	k := string(renderKey(nil, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, ru.HasFurtherKeys()))
-	c := algorithms.Rule{Key: k, Algorithm: ru.Algorithm, Params: wire, Compiled: e.plan.compiled[ru], Box: ru.Box, Overridable: ru.Overridable, Lists: ru.Lists}
 	if ru.Algorithm.HasLease() {
 		c.Lease = "list"
 	}

@@ -131,7 +131,7 @@ policy "p" {
 				t.Fatalf("%q %s: 1st: %+v %v", shard, user, d, err)
 			}
 			m, err := e.AddToList(ctx, "staff", a)
-			if err != nil || algorithms.ListKey(m[0].Key, "staff") == "" || Slot(m[0].Key) != Slot(algorithms.ListKey(m[0].Key, "staff")) {
+			if err != nil || len(m) != 1 || !m[0].Member || Slot(m[0].Key) != Slot(algorithms.ListKey(m[0].Key, "staff")) {
 				t.Fatalf("%q %s: add: %+v %v", shard, user, m, err)
 			}
 			if d, err := e.Allow(ctx, a); err != nil || !d.Allowed {
