@@ -90,16 +90,8 @@ func (l *loader) decodeChange(b *hcl.Block, s *Scenario, policy *Policy) *Change
 		return nil
 	}
 	c := &Change{DeclRange: b.DefRange}
-	ok := true
-	if us, aok := l.duration(content.Attributes["at"], true); aok {
-		c.At = time.Duration(us) * time.Microsecond
-		if s.Duration > 0 && c.At >= s.Duration {
-			l.add(errorf(content.Attributes["at"].Expr.Range(), "Override after the scenario", "at is %s but scenario %q lasts %s, so the change never happens. Make it before %s, or lengthen the scenario's duration.", fmtUS(c.At), s.Name, fmtUS(s.Duration), fmtUS(s.Duration)))
-			ok = false
-		}
-	} else {
-		ok = false
-	}
+	at, ok := l.changeAt(content.Attributes["at"], s, "Override after the scenario")
+	c.At = at
 	if a := content.Attributes["for"]; a != nil {
 		us, fok := l.duration(a, false)
 		c.For, ok = time.Duration(us)*time.Microsecond, ok && fok
@@ -146,6 +138,21 @@ func (l *loader) decodeChange(b *hcl.Block, s *Scenario, policy *Policy) *Change
 	return c
 }
 
+// changeAt reads a change's at: a duration from scenario s's start, before its end
+// (summary names the diagnostic that says otherwise).
+func (l *loader) changeAt(a *hcl.Attribute, s *Scenario, summary string) (time.Duration, bool) {
+	us, ok := l.duration(a, true)
+	if !ok {
+		return 0, false
+	}
+	at := time.Duration(us) * time.Microsecond
+	if s.Duration > 0 && at >= s.Duration {
+		l.add(errorf(a.Expr.Range(), summary, "at is %s but scenario %q lasts %s, so the change never happens. Make it before %s, or lengthen the scenario's duration.", fmtUS(at), s.Name, fmtUS(s.Duration), fmtUS(s.Duration)))
+		return at, false
+	}
+	return at, true
+}
+
 // decodeListChange reads a scenario's list block.
 func (l *loader) decodeListChange(b *hcl.Block, s *Scenario, policy *Policy) *Change {
 	content, d := b.Body.Content(listChangeSchema)
@@ -154,16 +161,8 @@ func (l *loader) decodeListChange(b *hcl.Block, s *Scenario, policy *Policy) *Ch
 		return nil
 	}
 	c := &Change{DeclRange: b.DefRange}
-	ok := true
-	if us, aok := l.duration(content.Attributes["at"], true); aok {
-		c.At = time.Duration(us) * time.Microsecond
-		if s.Duration > 0 && c.At >= s.Duration {
-			l.add(errorf(content.Attributes["at"].Expr.Range(), "List change after the scenario", "at is %s but scenario %q lasts %s, so the change never happens. Make it before %s, or lengthen the scenario's duration.", fmtUS(c.At), s.Name, fmtUS(s.Duration), fmtUS(s.Duration)))
-			ok = false
-		}
-	} else {
-		ok = false
-	}
+	at, ok := l.changeAt(content.Attributes["at"], s, "List change after the scenario")
+	c.At = at
 	add, rm := content.Attributes["add"], content.Attributes["remove"]
 	a := add
 	switch {
