@@ -65,10 +65,7 @@ func runInspect(e *env, args []string) error {
 	if err := parse(e, fs, args); err != nil {
 		return err
 	}
-	bad := func(format string, a ...any) error {
-		fmt.Fprintf(e.stderr, "rlctl: error: "+format+"\n", a...)
-		return errUsage
-	}
+	bad := func(format string, a ...any) error { return usageError(e, format, a...) }
 	switch {
 	case fs.NArg() == 0:
 		return errUsage

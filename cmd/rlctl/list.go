@@ -57,34 +57,17 @@ files names (said why), 2 usage error.
 const listShowMax = 100_000
 
 func runList(e *env, args []string) error {
-	if len(args) == 0 {
-		return errUsage
-	}
 	fs := flags("list")
 	addr := fs.String("redis", "", "")
 	redisType := fs.String("redis-type", "single", "")
 	name := fs.String("list", "", "")
 	attrs := benchAttrs{}
 	fs.Var(attrs, "attr", "")
-	op := args[0]
-	if strings.HasPrefix(op, "-") {
-		if err := parse(e, fs, args); err != nil { // -h prints the help
-			return err
-		}
-		fmt.Fprintf(e.stderr, "rlctl: error: list needs add, remove, get or show first\n")
-		return errUsage
-	}
-	if op != "add" && op != "remove" && op != "get" && op != "show" {
-		fmt.Fprintf(e.stderr, "rlctl: error: list %q: use add, remove, get or show\n", op)
-		return errUsage
-	}
-	if err := parse(e, fs, args[1:]); err != nil {
+	op, err := subcommand(e, fs, "list", args, "add", "remove", "get", "show")
+	if err != nil {
 		return err
 	}
-	bad := func(format string, a ...any) error {
-		fmt.Fprintf(e.stderr, "rlctl: error: "+format+"\n", a...)
-		return errUsage
-	}
+	bad := func(format string, a ...any) error { return usageError(e, format, a...) }
 	switch {
 	case fs.NArg() == 0:
 		return errUsage

@@ -53,9 +53,6 @@ cannot take (said why), 2 usage error.
 const overrideListMax = 100_000
 
 func runOverride(e *env, args []string) error {
-	if len(args) == 0 {
-		return errUsage
-	}
 	fs := flags("override")
 	addr := fs.String("redis", "", "")
 	redisType := fs.String("redis-type", "single", "")
@@ -65,25 +62,11 @@ func runOverride(e *env, args []string) error {
 	fs.Var(set, "set", "")
 	forD := fs.Duration("for", 0, "")
 	untilS := fs.String("until", "", "")
-	op := args[0]
-	if strings.HasPrefix(op, "-") {
-		if err := parse(e, fs, args); err != nil { // -h prints the help
-			return err
-		}
-		fmt.Fprintf(e.stderr, "rlctl: error: override needs set, get, clear or list first\n")
-		return errUsage
-	}
-	if op != "set" && op != "get" && op != "clear" && op != "list" {
-		fmt.Fprintf(e.stderr, "rlctl: error: override %q: use set, get, clear or list\n", op)
-		return errUsage
-	}
-	if err := parse(e, fs, args[1:]); err != nil {
+	op, err := subcommand(e, fs, "override", args, "set", "get", "clear", "list")
+	if err != nil {
 		return err
 	}
-	bad := func(format string, a ...any) error {
-		fmt.Fprintf(e.stderr, "rlctl: error: "+format+"\n", a...)
-		return errUsage
-	}
+	bad := func(format string, a ...any) error { return usageError(e, format, a...) }
 	policy, rule, hasRule := strings.Cut(*ruleRef, ".")
 	switch {
 	case fs.NArg() == 0:

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,3 +113,33 @@ func (r *redisEngine) scan(ctx context.Context, match string, fn func(key string
 
 // Close closes the client.
 func (r *redisEngine) Close() error { return r.rdb.Close() }
+
+// subcommand parses args as "OP [FLAGS] ARGS...", op one of ops, the flags into fs. A
+// first argument that is a flag is parsed (so -h prints the command's help) and then
+// refused; so is an op not in ops, said on e's stderr as the error of command name.
+func subcommand(e *env, fs *flag.FlagSet, name string, args []string, ops ...string) (string, error) {
+	list := strings.Join(ops[:len(ops)-1], ", ") + " or " + ops[len(ops)-1]
+	if len(args) == 0 {
+		return "", errUsage
+	}
+	op := args[0]
+	if strings.HasPrefix(op, "-") {
+		if err := parse(e, fs, args); err != nil { // -h prints the help
+			return "", err
+		}
+		fmt.Fprintf(e.stderr, "rlctl: error: %s needs %s first\n", name, list)
+		return "", errUsage
+	}
+	if !slices.Contains(ops, op) {
+		fmt.Fprintf(e.stderr, "rlctl: error: %s %q: use %s\n", name, op, list)
+		return "", errUsage
+	}
+	return op, parse(e, fs, args[1:])
+}
+
+// usageError says what is wrong with a command's arguments on e's stderr and returns
+// errUsage.
+func usageError(e *env, format string, a ...any) error {
+	fmt.Fprintf(e.stderr, "rlctl: error: "+format+"\n", a...)
+	return errUsage
+}
