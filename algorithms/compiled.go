@@ -23,6 +23,8 @@ type Compiled struct {
 	// Lists are the rule's exempt and deny lists, constants of the script; the zero
 	// Lists is none.
 	Lists Lists
+	// Calendar rules count in calendar periods (Rule.Calendar): each call sends its Span.
+	Calendar bool
 	// Params holds Algorithm.WireLen() wire values; the values at Vary positions are
 	// placeholders (0).
 	Params []int64
@@ -51,6 +53,9 @@ func (c *Compiled) check(algs []*Algorithm) (*Compiled, error) {
 	}
 	if c.Overridable && !c.Algorithm.Overridable() {
 		return nil, fmt.Errorf("%s takes no overrides", c.Algorithm.Name)
+	}
+	if c.Calendar && !c.Algorithm.Calendared() {
+		return nil, fmt.Errorf("%s takes no calendar", c.Algorithm.Name)
 	}
 	if len(c.Params) != c.Algorithm.WireLen() {
 		return nil, fmt.Errorf("%s takes %d parameter values, got %d", c.Algorithm.Name, c.Algorithm.WireLen(), len(c.Params))
@@ -88,8 +93,8 @@ func IsBuiltin(a *Algorithm) bool { return slices.Contains(builtin, a) }
 // compiledRules writes compiled_rule(name), which returns the compiled rule a call names
 // "@k" as {algorithm name, shadow, parameters, varying positions, shared, builtin}, with
 // box = {length, ceiling} for a rule with a penalty box, ovr = true for an overridable
-// one and lists = {exempt list or false, deny list or false, deny retry} for one with
-// lists: shared when nothing varies and
+// one, lists = {exempt list or false, deny list or false, deny retry} for one with
+// lists and cal = true for one with a calendar (its calls send the bounds): shared when nothing varies and
 // the algorithm is a built-in, whose functions never modify their parameters, so every
 // call may use the same table. The records are built on first use and
 // kept under the name "@k" (the dispatcher adds the built-in's functions to them): once per
@@ -145,6 +150,9 @@ func ruleRecord(c *Compiled) string {
 	if l := c.Lists; l.Any() {
 		// The names match ListName: no quote or backslash to escape.
 		box += fmt.Sprintf(", lists = {%s, %s, %d}", luaName(l.Exempt), luaName(l.Deny), l.DenyRetry)
+	}
+	if c.Calendar {
+		box += ", cal = true"
 	}
 	return fmt.Sprintf("{'%s', %t, {%s}, {%s}, %t, %t%s}", c.Algorithm.Name, c.Shadow, strings.Join(params, ", "), strings.Join(vary, ", "), shared, builtin, box)
 }

@@ -29,10 +29,10 @@ func compile(rng *rand.Rand, calls []Call) (*Script, []Call, error) {
 		out[i] = c
 		out[i].Rules = slices.Clone(c.Rules)
 		for j, r := range c.Rules {
-			id := fmt.Sprint(r.Algorithm.Name, r.Params, r.Shadow, r.Box, r.Overridable, r.Lists)
+			id := fmt.Sprint(r.Algorithm.Name, r.Params, r.Shadow, r.Box, r.Overridable, r.Lists, r.Calendar)
 			k, ok := index[id]
 			if !ok {
-				cr := &Compiled{Algorithm: r.Algorithm, Shadow: r.Shadow, Box: r.Box, Overridable: r.Overridable, Lists: r.Lists, Params: slices.Clone(r.Params)}
+				cr := &Compiled{Algorithm: r.Algorithm, Shadow: r.Shadow, Box: r.Box, Overridable: r.Overridable, Lists: r.Lists, Calendar: r.Calendar, Params: slices.Clone(r.Params)}
 				for p := range r.Params {
 					if r.Algorithm.IsLeaseSlot(p) || rng.IntN(3) == 0 {
 						cr.Vary = append(cr.Vary, p)

@@ -26,7 +26,7 @@ import (
 // fastCall returns the factory that makes c's check and commit and its arguments, or "" and
 // nil when c gets none.
 func fastCall(c *Compiled) (factory string, args []int64) {
-	if !IsBuiltin(c.Algorithm) || len(c.Vary) > 0 || c.Overridable || c.Algorithm.Validate(c.Params) != nil {
+	if !IsBuiltin(c.Algorithm) || len(c.Vary) > 0 || c.Overridable || c.Calendar || c.Algorithm.Validate(c.Params) != nil {
 		return "", nil
 	}
 	p := c.Params

@@ -87,11 +87,27 @@ func floorDiv(a, b int64) int64 {
 }
 
 // fixed_window: n counted in aligned window w. A request whose clock is in an earlier
-// window counts in w: the key's window never moves back.
-type fixedState struct{ limit, window, w, n int64 }
+// window counts in w: the key's window never moves back. With a calendar (cal), the
+// windows are the periods of span, each known by its first instant; an instant past the
+// span is in a window of its own (the reference never decides there: the script refuses
+// such a call, and searches only ask whether the window has moved on).
+type fixedState struct {
+	limit, window, w, n int64
+	cal                 bool
+	span                Span
+}
 
 // win is the window a request at now counts in.
-func (s fixedState) win(now int64) int64 { return max(floorDiv(now, s.window), s.w) }
+func (s fixedState) win(now int64) int64 {
+	if s.cal {
+		if now >= s.span[SpanLen-1] {
+			return max(s.span[SpanLen-1], s.w)
+		}
+		start, _ := s.span.Window(now)
+		return max(start, s.w)
+	}
+	return max(floorDiv(now, s.window), s.w)
+}
 
 func (s fixedState) count(now int64) int64 {
 	if s.win(now) == s.w {
@@ -501,6 +517,12 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 				o.states[r.Key] = s
 				delete(o.overrides, r.Key)
 			}
+		}
+		if r := &c.Rules[i]; r.Calendar {
+			// The call's periods (the reference's windows are the span's, as the script's).
+			f := s.(fixedState)
+			f.cal, f.span = true, r.Span
+			s = f
 		}
 		states[i] = s
 	}

@@ -215,7 +215,6 @@ var builtin = []*Algorithm{
 		Commands: windowCmds,
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}, Bound: Ratio{2, 1},
 			Why: "fixed_window lets a burst straddle a window boundary: up to limit at the end of one window and limit again at the start of the next; use sliding_log, sliding_window or gcra for a smooth limit"},
-		validate:   boundProduct("fixed_window", 0, 1, MaxInt, "limit × window (µs)"),
 		Complexity: fixedWork(3, 4, KeyHash, 2, hashElementBytes),
 	},
 	{

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/rlctl/rlctl/calendar"
 	"github.com/rlctl/rlctl/luahost"
 )
 
@@ -29,6 +30,27 @@ type traceKey struct {
 	box    Box
 	ovr    bool // overridable
 	lists  Lists
+	cal    *calendar.Period // a calendar rule's periods; nil for none
+}
+
+// rule returns k's rule for a call at now, with its lease; a calendar rule's span is
+// drawn around a caller's clock up to a period away from now either way (the script
+// finds now's period among them).
+func (k traceKey) rule(rng *rand.Rand, now int64, lease string) Rule {
+	r := Rule{Key: k.key, Algorithm: k.alg, Params: k.params, Lease: lease, Box: k.box, Overridable: k.ovr, Lists: k.lists}
+	if k.cal != nil {
+		around := time.UnixMicro(now)
+		switch rng.IntN(4) {
+		case 0:
+			_, end := k.cal.Bounds(around)
+			around = end.Add(-time.Duration(rng.Int64N(int64(time.Hour))))
+		case 1:
+			start, _ := k.cal.Bounds(around)
+			around = start.Add(time.Duration(rng.Int64N(int64(time.Hour))) - time.Hour)
+		}
+		r.Calendar, r.Span = true, SpanAround(*k.cal, around)
+	}
+	return r
 }
 
 // randomLists draws lists for one key in three: an exempt list, a deny list (with a retry
@@ -153,6 +175,11 @@ func stepTime(rng *rand.Rand, now int64, scale int64) int64 {
 func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 	o := NewOracle()
 	now := int64(1_700_000_000_000_000) + rng.Int64N(1_000_000_000_000)
+	for _, k := range keys {
+		if k.cal != nil {
+			now = calendarStart(rng, k.cal)
+		}
+	}
 	var scale int64 = 1
 	for _, k := range keys {
 		for _, v := range k.params {
@@ -196,7 +223,7 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			k := keys[rng.IntN(len(keys))]
 			c.Op = OpInspect
 			lease++
-			c.Rules = []Rule{{Key: k.key, Algorithm: k.alg, Params: k.params, Lease: fmt.Sprintf("lease-%d", lease), Box: k.box, Overridable: k.ovr, Lists: k.lists}}
+			c.Rules = []Rule{k.rule(rng, c.Now, fmt.Sprintf("lease-%d", lease))}
 			rep, err := o.Do(&c)
 			if err != nil {
 				return nil, nil, err
@@ -220,7 +247,7 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			}
 			c.Action = []ListAction{ListAdd, ListAdd, ListRemove, ListRead}[rng.IntN(4)]
 			lease++
-			c.Rules = []Rule{{Key: k.key, Algorithm: k.alg, Params: k.params, Lease: fmt.Sprintf("lease-%d", lease), Box: k.box, Overridable: k.ovr, Lists: k.lists}}
+			c.Rules = []Rule{k.rule(rng, c.Now, fmt.Sprintf("lease-%d", lease))}
 			rep, err := o.Do(&c)
 			if err != nil {
 				return nil, nil, err
@@ -245,7 +272,7 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 				c.Override, c.Read = nil, true
 			}
 			lease++
-			c.Rules = []Rule{{Key: k.key, Algorithm: k.alg, Params: k.params, Lease: fmt.Sprintf("lease-%d", lease), Box: k.box, Overridable: true, Lists: k.lists}}
+			c.Rules = []Rule{k.rule(rng, c.Now, fmt.Sprintf("lease-%d", lease))}
 			rep, err := o.Do(&c)
 			if err != nil {
 				return nil, nil, err
@@ -278,10 +305,9 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			if c.Op == OpRefund {
 				id = rng.IntN(lease + 1)
 			}
-			c.Rules = append(c.Rules, Rule{
-				Key: k.key, Algorithm: k.alg, Cost: cost, Shadow: rng.IntN(5) == 0,
-				Params: k.params, Lease: fmt.Sprintf("lease-%d", id), Box: k.box, Overridable: k.ovr, Lists: k.lists,
-			})
+			r := k.rule(rng, c.Now, fmt.Sprintf("lease-%d", id))
+			r.Cost, r.Shadow = cost, rng.IntN(5) == 0
+			c.Rules = append(c.Rules, r)
 		}
 		rep, err := o.Do(&c)
 		if err != nil {

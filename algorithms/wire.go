@@ -97,6 +97,13 @@ type Rule struct {
 	// Lists are the rule's exempt and deny lists, read in the same call; the zero Lists
 	// is none.
 	Lists Lists
+	// Calendar rules (of an algorithm that is Calendared) count in calendar periods:
+	// their window is the period of Span that holds the call's instant, and their window
+	// parameter only states the shortest period's length (for guarantees and headers).
+	Calendar bool
+	// Span is a Calendar rule's periods around the caller's clock (SpanAround), sent
+	// with every call.
+	Span Span
 	// Compiled, when set, is the rule of the call's script this rule is: the call names
 	// it and sends its cost and the values at Compiled.Vary only. Algorithm, Shadow and
 	// the constant Params must be the compiled rule's.
@@ -143,7 +150,7 @@ var (
 	argCheck    any = string(OpCheck)
 	argRefund   any = string(OpRefund)
 	argNone     any = ""
-	argFlags        = [16]any{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15"} // shadow (1), penalty box (2), overridable (4), lists (8)
+	argFlags        = [32]any{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31"} // shadow (1), penalty box (2), overridable (4), lists (8), calendar (16)
 )
 
 // AppendArgs appends the call's ARGV to dst as arguments of a go-redis command, in the
@@ -252,6 +259,9 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 		if err := r.Lists.check(); err != nil {
 			return nil, fmt.Errorf("rule %d: %w", i+1, err)
 		}
+		if err := r.checkCalendar(); err != nil {
+			return nil, fmt.Errorf("rule %d: %w", i+1, err)
+		}
 		f := 0
 		if r.Shadow {
 			f |= 1
@@ -265,6 +275,9 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 		if r.Lists.Any() {
 			f |= 8
 		}
+		if r.Calendar {
+			f |= 16
+		}
 		dst = append(dst, r.Algorithm.Name, &r.Cost, argFlags[f])
 		if r.Box.For > 0 {
 			dst = append(dst, &r.Box.For, &r.Box.Max)
@@ -272,6 +285,7 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 		if r.Lists.Any() {
 			dst = append(dst, &r.Lists.Exempt, &r.Lists.Deny, &r.Lists.DenyRetry)
 		}
+		dst = r.appendSpan(dst)
 		for j := range r.Params {
 			if r.Algorithm.IsLeaseSlot(j) {
 				if r.Lease == "" {
@@ -300,10 +314,10 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 
 // Compile returns r named as the compiled rule c (nil: r as it is): Compiled set to c,
 // and the flags a compiled rule holds as constants of the script (shadow, penalty box,
-// overridable, lists) set to c's, as its calls must carry them.
+// overridable, lists, calendar) set to c's, as its calls must carry them.
 func (r Rule) Compile(c *Compiled) Rule {
 	if c != nil {
-		r.Compiled, r.Shadow, r.Box, r.Overridable, r.Lists = c, c.Shadow, c.Box, c.Overridable, c.Lists
+		r.Compiled, r.Shadow, r.Box, r.Overridable, r.Lists, r.Calendar = c, c.Shadow, c.Box, c.Overridable, c.Lists, c.Calendar
 	}
 	return r
 }
@@ -331,7 +345,7 @@ func (c *Call) keyBefore(i int, seen map[string]int) int {
 // assembled; a rule whose own values vary is validated whole.
 func (r *Rule) appendCompiled(dst []any) ([]any, error) {
 	c := r.Compiled
-	if r.Algorithm != c.Algorithm || r.Shadow != c.Shadow || r.Box != c.Box || r.Overridable != c.Overridable || r.Lists != c.Lists || len(r.Params) != len(c.Params) {
+	if r.Algorithm != c.Algorithm || r.Shadow != c.Shadow || r.Box != c.Box || r.Overridable != c.Overridable || r.Lists != c.Lists || r.Calendar != c.Calendar || len(r.Params) != len(c.Params) {
 		return nil, fmt.Errorf("does not match compiled rule %d (%s)", c.Index, c.Algorithm.Name)
 	}
 	leasesOnly, v := true, 0
@@ -352,7 +366,10 @@ func (r *Rule) appendCompiled(dst []any) ([]any, error) {
 	if name == nil {
 		name = "@" + strconv.Itoa(c.Index)
 	}
-	dst = append(dst, name, &r.Cost)
+	if err := r.checkCalendar(); err != nil {
+		return nil, err
+	}
+	dst = r.appendSpan(append(dst, name, &r.Cost))
 	for _, j := range c.Vary {
 		if c.Algorithm.IsLeaseSlot(j) {
 			if r.Lease == "" {
@@ -622,4 +639,26 @@ func decodeInspectReply(c *Call, v any) (Reply, error) {
 		f.Override = &ov
 	}
 	return Reply{Allowed: true, Now: now, Server: server, Further: f}, nil
+}
+
+// checkCalendar reports whether a Calendar rule's algorithm takes a calendar and its Span
+// is well formed.
+func (r *Rule) checkCalendar() error {
+	if !r.Calendar {
+		return nil
+	}
+	if !r.Algorithm.Calendared() {
+		return fmt.Errorf("%s takes no calendar", r.Algorithm.Name)
+	}
+	return r.Span.check()
+}
+
+// appendSpan appends a Calendar rule's Span to dst.
+func (r *Rule) appendSpan(dst []any) []any {
+	if r.Calendar {
+		for i := range r.Span {
+			dst = append(dst, &r.Span[i])
+		}
+	}
+	return dst
 }

@@ -166,3 +166,34 @@ func dayStart(y int, m time.Month, d int, loc *time.Location) time.Time {
 	}
 	return t
 }
+
+// Shortest returns a length no period of p exceeds from below: the period's shortest
+// calendar length (24 hours, 7 days, 28 days, 365 days) less the largest jump forward of
+// p's zone between 1970 and 2100, a jump of a day or more (a zone that moved across the
+// date line, skipping a date) shortening every unit but a day, whose date is skipped
+// whole. The engine states a calendar rule's window as this length wherever one
+// duration must stand for it (a guarantee over any interval that long, RateLimit-Policy).
+func (p Period) Shortest() time.Duration {
+	nominal := map[Unit]time.Duration{Day: 24 * time.Hour, Week: 7 * 24 * time.Hour, Month: 28 * 24 * time.Hour, Year: 365 * 24 * time.Hour}[p.Unit]
+	var jump time.Duration
+	t := time.Date(1970, time.January, 1, 0, 0, 0, 0, time.UTC).In(p.Loc)
+	stop := time.Date(2100, time.January, 1, 0, 0, 0, 0, time.UTC)
+	for t.Before(stop) {
+		_, end := t.ZoneBounds()
+		if end.IsZero() {
+			break
+		}
+		if !end.After(t) {
+			// Past its table, Go extends a zone's rule a year at a time and reports each
+			// year's first instant as a bound of the zone: step over it.
+			end = t.Add(time.Hour)
+		}
+		_, before := t.Zone()
+		_, after := end.In(p.Loc).Zone()
+		if d := time.Duration(after-before) * time.Second; d > jump && (p.Unit != Day || d < 24*time.Hour) {
+			jump = d
+		}
+		t = end.In(p.Loc)
+	}
+	return nominal - jump
+}

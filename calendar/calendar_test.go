@@ -126,3 +126,33 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// TestShortest holds Shortest below every period's length, day by day from 2000 to 2040
+// in zones with daylight saving, half-hour changes and a skipped date, and finds it
+// exact where the zone has a 23-hour day.
+func TestShortest(t *testing.T) {
+	for _, zone := range []string{"UTC", "America/New_York", "Europe/Berlin", "Australia/Lord_Howe", "Asia/Kathmandu", "Pacific/Apia", "America/Santiago"} {
+		for _, unit := range []string{"calendar_day", "calendar_week", "calendar_month", "calendar_year"} {
+			p, err := Parse(unit, zone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			short := p.Shortest()
+			if short <= 0 {
+				t.Fatalf("%s %s: Shortest %v", unit, zone, short)
+			}
+			var least time.Duration = 1 << 62
+			start, end := p.Bounds(time.Date(2000, 1, 1, 12, 0, 0, 0, time.UTC))
+			for start.Year() < 2040 {
+				least = min(least, end.Sub(start))
+				start, end = p.Next(end)
+			}
+			if least < short {
+				t.Errorf("%s %s: a period of %v, Shortest says %v", unit, zone, least, short)
+			}
+			if zone == "America/New_York" && unit == "calendar_day" && least != short {
+				t.Errorf("%s %s: shortest period %v, Shortest says %v", unit, zone, least, short)
+			}
+		}
+	}
+}

@@ -87,7 +87,7 @@ local further_ready = {}
 -- value and w2 .. w4 its ninth to eleventh. An algorithm's check returns its pending write
 -- as one value (a table) and its commit takes that; a fast rule's check returns the write's
 -- values and its commit takes them, with no table between.
-local function rule_at(ARGV, r, a, loaded)
+local function rule_at(ARGV, r, a, loaded, now)
   local name = ARGV[a]
   local c, kinds, validate, check, commit, refund, retune
   if type(name) == 'string' and string.byte(name) == 64 then
@@ -127,9 +127,16 @@ local function rule_at(ARGV, r, a, loaded)
     end
   end
   local cost = cost_arg(ARGV[a + 1])
-  local shadow, p, width, sent, box, ovr, lists
+  local shadow, p, width, sent, box, ovr, lists, cal, err
   if c then
     shadow, width, box, ovr, lists = c[2], 2, c.box, c.ovr, c.lists
+    if c.cal then
+      cal, err = cal_span(ARGV, a + 2, now)
+      if cal == nil then
+        return nil, 'rule ' .. r .. ': ' .. err
+      end
+      width = 2 + CAL_BOUNDS
+    end
     if c[5] then
       p, sent = c[3], c[4]
     else
@@ -140,10 +147,17 @@ local function rule_at(ARGV, r, a, loaded)
     end
   else
     local flags = int_arg(ARGV[a + 2], 0)
-    if flags == nil or flags > 15 then
+    if flags == nil or flags > 31 then
       return nil, 'rule ' .. r .. ': bad cost or flags'
     end
     shadow, p, width, sent = flags % 2 == 1, {}, 3, nil
+    local has_cal = flags >= 16
+    if has_cal then
+      if not CALENDARED[name] then
+        return nil, 'rule ' .. r .. ': ' .. name .. ' takes no calendar'
+      end
+      flags = flags - 16
+    end
     local has_lists = flags >= 8
     if has_lists then
       flags = flags - 8
@@ -168,6 +182,13 @@ local function rule_at(ARGV, r, a, loaded)
         return nil, 'rule ' .. r .. ': bad lists'
       end
       width = width + 3
+    end
+    if has_cal then
+      cal, err = cal_span(ARGV, a + width, now)
+      if cal == nil then
+        return nil, 'rule ' .. r .. ': ' .. err
+      end
+      width = width + CAL_BOUNDS
     end
   end
   if cost == nil then
@@ -202,7 +223,18 @@ local function rule_at(ARGV, r, a, loaded)
       return nil, 'rule ' .. r .. ': ' .. err
     end
   end
-  if c and c[5] then
+  if cal then
+    -- The parameters this call decides with: the rule's and the calendar's bounds (a
+    -- table of its own, as a shared record's parameters are every call's).
+    if c then
+      local q = {}
+      for j = 1, #kinds do
+        q[j] = p[j]
+      end
+      p = q
+    end
+    p.cal = cal
+  elseif c and c[5] then
     if box or ovr or lists then
       further_ready[ARGV[a]] = c
     else
@@ -596,7 +628,7 @@ local function one(KEYS, ARGV, op, units, now, server_now)
   end
   if check == nil then
     local a
-    check, commit, refund, cost, shadow, p, a, box, ovr, lists = rule_at(ARGV, 1, 7, {})
+    check, commit, refund, cost, shadow, p, a, box, ovr, lists = rule_at(ARGV, 1, 7, {}, now)
     if check == nil then
       return redis.error_reply('RLCTL ' .. commit)
     end
@@ -784,7 +816,7 @@ local function main(KEYS, ARGV)
       a = a + 2
     else
       loaded = loaded or {}
-      local check, commit, refund, cost, shadow, p, next_a, box, ovr, lists = rule_at(ARGV, r, a, loaded)
+      local check, commit, refund, cost, shadow, p, next_a, box, ovr, lists = rule_at(ARGV, r, a, loaded, now)
       if check == nil then
         return redis.error_reply('RLCTL ' .. commit)
       end

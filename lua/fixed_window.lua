@@ -1,7 +1,9 @@
 -- fixed_window: at most `limit` cost per aligned window [k*window, (k+1)*window).
 --
 -- KEYS:   the rule's key, a hash {w = window index k, n = cost charged in window k}.
--- params: limit (count >= 0), window (microseconds >= 1). A limit of 0 admits nothing:
+-- params: limit (count >= 0), window (microseconds >= 1). With a calendar (window =
+--         "calendar_month" and the like; see prelude.lua's window_at) the window is the
+--         calendar period that holds now, and w its first instant. A limit of 0 admits nothing:
 --         every cost above 0 is over it (retry_after -1, nothing written) and a peek
 --         (cost 0) of a key nothing was charged to is allowed, with remaining 0.
 -- check:  allowed iff n + cost <= limit, where n counts only the current window.
@@ -19,27 +21,25 @@
 params = {'nat', 'pos'}
 
 
--- used returns the window a request at window index win counts in (the key's, when that
--- is later) and the cost charged in it.
-local function used(key, win)
+-- used returns the window a request at now counts in (the key's, when that is later), its
+-- end, and the cost charged in it (see window_at: an aligned window, or a calendar period).
+local function used(key, now, p)
+  local win, ends = window_at(now, p)
   local st = call('HMGET', key, 'w', 'n')
   local w = tonumber(st[1])
   if w ~= nil and w >= win then
-    return w, tonumber(st[2]) or 0
+    if w > win then
+      ends = window_end(w, p)
+    end
+    return w, ends, tonumber(st[2]) or 0
   end
-  return win, 0
-end
-
-function validate(p)
-  if p[1] * p[2] > MAX_INT then
-    return 'fixed_window limit*window exceeds 2^53'
-  end
+  return win, ends, 0
 end
 
 function check(key, now, cost, p)
-  local limit, window = p[1], p[2]
-  local win, n = used(key, floor(now / window))
-  local to_end = (win + 1) * window - now
+  local limit = p[1]
+  local win, ends, n = used(key, now, p)
+  local to_end = ends - now
   local reset = 0
   if n > 0 then
     reset = to_end
@@ -63,7 +63,7 @@ function commit(key, w)
 end
 
 function refund(key, now, cost, p)
-  local win, n = used(key, floor(now / p[2]))
+  local _, _, n = used(key, now, p)
   if n > 0 then
     call('HSET', key, 'n', nonneg(n - cost))
   end

@@ -183,11 +183,74 @@ local function list_name(s)
   return s
 end
 
+-- Calendars (a window algorithm's rule whose window is a calendar period: a day, a week,
+-- a month or a year in a time zone). The call carries the bounds of six consecutive
+-- periods around its caller's clock, b1 < ... < b6 in microseconds (the caller's clock is
+-- in [b3, b4)); the window a request at now counts in is the period [b(i), b(i+1)) that
+-- holds now, whose id is its first instant b(i). The rule's parameters p carry them as
+-- p.cal; a clock outside [b1, b6) (a server clock more than a period from its caller's)
+-- is refused when the call is parsed (see cal_span).
+local CAL_BOUNDS = 6
+
+-- CALENDARED names the algorithms whose rules take a calendar.
+local CALENDARED = {fixed_window = true}
+
+-- cal_span returns the CAL_BOUNDS bounds ARGV carries from position i on, as a table, or
+-- nil and what is wrong with them: each an integer, in increasing order, with now within
+-- [b1, b6).
+local function cal_span(ARGV, i, now)
+  local b = {}
+  for j = 1, CAL_BOUNDS do
+    local v = int_arg(ARGV[i + j - 1], 0)
+    if v == nil or (j > 1 and v <= b[j - 1]) then
+      return nil, 'bad calendar bounds'
+    end
+    b[j] = v
+  end
+  if now < b[1] or now >= b[CAL_BOUNDS] then
+    return nil, 'the clock (' .. now .. ') is outside the calendar periods the call carries [' .. b[1] .. ', ' .. b[CAL_BOUNDS] .. '): the caller\'s and the server\'s clocks are more than a period apart'
+  end
+  return b
+end
+
+-- window_at returns the window a request at now counts in under a window algorithm's
+-- parameters p (limit, window): its id and end. Without a calendar the window is the
+-- aligned floor(now / window), whose id is that index; with one (p.cal) it is the period
+-- that holds now, whose id is its first instant.
+local function window_at(now, p)
+  local cal = p.cal
+  if cal then
+    for i = 2, CAL_BOUNDS - 1 do
+      if now < cal[i] then
+        return cal[i - 1], cal[i]
+      end
+    end
+    return cal[CAL_BOUNDS - 1], cal[CAL_BOUNDS]
+  end
+  local k = floor(now / p[2])
+  return k, (k + 1) * p[2]
+end
+
+-- window_end returns the end of the window whose id is w (a later window than the clock's,
+-- a key's whose caller's clock ran ahead; see window_at).
+local function window_end(w, p)
+  local cal = p.cal
+  if cal then
+    for i = 2, CAL_BOUNDS do
+      if w < cal[i] then
+        return cal[i]
+      end
+    end
+    return cal[CAL_BOUNDS]
+  end
+  return (w + 1) * p[2]
+end
+
 -- override_parse returns the instant the override ends, its keep and the parameters (a
 -- copy of p with s's figures in place) that the override string s spells, or nil when s
 -- is not one that the rule's algorithm (its parameter kinds and validate) accepts.
 local function override_parse(s, kinds, validate, p)
-  local q, j, ends, keep = {}, 0, nil, nil
+  local q, j, ends, keep = {cal = p.cal}, 0, nil, nil
   for i = 1, #kinds do
     q[i] = p[i]
   end
