@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/calendar"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -135,6 +136,13 @@ type Rule struct {
 	// deny_retry): a key on the exempt list is not limited by the rule, a key on the deny
 	// list is refused by it (see algorithms.Lists). The zero Lists is none.
 	Lists algorithms.Lists
+	// Calendar (window = "calendar_month" and the like, with time_zone) is a
+	// fixed_window rule's calendar period: its window is the period that holds each
+	// request's instant (a day of 23 or 25 hours on a daylight-saving change, a month of
+	// 28 to 31 days), and its window parameter the shortest such period
+	// (calendar.Period.Shortest), which stands for it where one duration must (its
+	// guarantee over any interval that long, RateLimit-Policy's w). nil: none.
+	Calendar *calendar.Period
 	// AcceptBound (accept_bound = true) accepts the bound above its limit that the rule's
 	// algorithm declares by design, such as fixed_window's 2× across a window boundary:
 	// rlctl verify reports traffic within that bound as a note, not a warning, so -strict

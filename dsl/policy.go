@@ -44,6 +44,7 @@ var ruleAttrs = []hcl.AttributeSchema{
 	{Name: "exempt"},
 	{Name: "deny"},
 	{Name: "deny_retry"},
+	{Name: "time_zone"},
 }
 
 // validName is the form of policy, rule, scenario and traffic names: they appear in Redis
@@ -324,7 +325,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 	content, d = b.Body.Content(schema)
 	for _, x := range d {
 		if x.Summary == "Unsupported argument" || x.Summary == "Extraneous JSON object property" {
-			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound, stats_key, replaces, block_for, block_max, overridable, exempt, deny and deny_retry; %s takes %s.", alg.Name, paramList(alg))
+			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound, stats_key, replaces, block_for, block_max, overridable, exempt, deny, deny_retry and time_zone; %s takes %s.", alg.Name, paramList(alg))
 		}
 	}
 	l.add(d...)
@@ -393,9 +394,22 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 	known := true
 	var wires [][][]int64 // per parameter, its possible wire values
 	var ranges []hcl.Range
+	calWindow := l.calendarWindow(r, content)
 	for _, ap := range alg.Params {
 		pa := content.Attributes[ap.Name]
-		prm, ws := l.param(r, ap, pa)
+		var prm *Param
+		var ws [][]int64
+		switch {
+		case calWindow && ap.Name == "window" && r.Calendar != nil:
+			// A calendar period's window: the shortest the period can be, where one
+			// duration must stand for it (Rule.Calendar).
+			w := []int64{r.Calendar.Shortest().Microseconds()}
+			prm, ws = &Param{Name: ap.Name, Kind: ap.Kind, Const: w, Range: pa.Range}, [][]int64{w}
+		case calWindow && ap.Name == "window":
+			// reported by calendarWindow
+		default:
+			prm, ws = l.param(r, ap, pa)
+		}
 		if prm == nil {
 			known = false
 			continue

@@ -902,5 +902,8 @@ func (e *Engine) callRule(buf []byte, p *dsl.Policy, ru *dsl.Rule, shard string,
 	}
 	buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, ru.HasFurtherKeys())
 	c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost, Shadow: ru.Shadow, Params: wire, Box: ru.Box, Overridable: ru.Overridable, Lists: ru.Lists}
+	if s := e.plan.spans[ru]; s != nil {
+		c.Calendar, c.Span = true, *s.around(e.clock())
+	}
 	return c.Compile(e.plan.compiled[ru]), buf, nil
 }

@@ -24,6 +24,8 @@ type Plan struct {
 	// windows holds RuleResult.Window of the rules whose parameters are constant, so a
 	// decision does not evaluate a guarantee (for a plugin, HCL expressions) per request.
 	windows map[*dsl.Rule]time.Duration
+	// spans holds each calendar rule's latest periods (dsl.Rule.Calendar).
+	spans map[*dsl.Rule]*spans
 	// rules is the number of rules of all policies.
 	rules int
 	// replaces: some rule or unlimited block replaces rules (dsl.Rule.Replaces,
@@ -57,10 +59,16 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	p := &Plan{script: s, scriptArgs: argsOf(s), policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, tags: map[*dsl.Rule]string{}, windows: map[*dsl.Rule]time.Duration{}, rules: len(of), replaces: replaces}
+	p := &Plan{script: s, scriptArgs: argsOf(s), policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, tags: map[*dsl.Rule]string{}, windows: map[*dsl.Rule]time.Duration{}, spans: map[*dsl.Rule]*spans{}, rules: len(of), replaces: replaces}
 	for i, r := range of {
 		p.compiled[r] = s.Rules[i]
 		p.tags[r] = AlgorithmTag(r.Algorithm)
+		if r.Calendar != nil {
+			// A calendar window's key holds a period's first instant where a window of a
+			// duration holds its index: a layout of its own (see AlgorithmTag).
+			p.tags[r] += "_" + r.Calendar.Unit.String()
+			p.spans[r] = &spans{period: *r.Calendar}
+		}
 		if w, ok := constWire(r); ok {
 			p.windows[r] = window(&algorithms.Rule{Algorithm: r.Algorithm, Params: w})
 		}
@@ -71,7 +79,7 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 // compiledRule returns r as a rule to compile: its constants, and its per-request
 // parameters and lease left to each call.
 func compiledRule(r *dsl.Rule) *algorithms.Compiled {
-	c := &algorithms.Compiled{Algorithm: r.Algorithm, Shadow: r.Shadow, Box: r.Box, Overridable: r.Overridable, Lists: r.Lists}
+	c := &algorithms.Compiled{Algorithm: r.Algorithm, Shadow: r.Shadow, Box: r.Box, Overridable: r.Overridable, Lists: r.Lists, Calendar: r.Calendar != nil}
 	for _, prm := range r.Params {
 		if prm.Const != nil && prm.Kind != algorithms.Lease {
 			c.Params = append(c.Params, prm.Const...)

@@ -208,7 +208,7 @@ local function cal_span(ARGV, i, now)
     b[j] = v
   end
   if now < b[1] or now >= b[CAL_BOUNDS] then
-    return nil, 'the clock (' .. now .. ') is outside the calendar periods the call carries [' .. b[1] .. ', ' .. b[CAL_BOUNDS] .. '): the caller\'s and the server\'s clocks are more than a period apart'
+    return nil, string.format('the clock (%.0f µs) is outside the calendar periods the call carries [%.0f, %.0f): the caller\'s and the server\'s clocks are more than a period apart', now, b[1], b[CAL_BOUNDS])
   end
   return b
 end
