@@ -197,3 +197,17 @@ func (p Period) Shortest() time.Duration {
 	}
 	return nominal - jump
 }
+
+// String is the period as a policy writes it, with its zone: "calendar_month
+// (America/New_York)".
+func (p Period) String() string {
+	name := "calendar_" + p.Unit.String()
+	if p.Unit == Week && p.WeekStart != time.Monday {
+		name += "_" + strings.ToLower(p.WeekStart.String())
+	}
+	zone := "UTC"
+	if p.Loc != nil {
+		zone = p.Loc.String()
+	}
+	return name + " (" + zone + ")"
+}

@@ -230,7 +230,7 @@ func (l *loader) ruleWork(r *Rule, wires [][][]int64, minCost int64, budget Budg
 	}
 	what := r.Algorithm.Name
 	if n == 1 {
-		what += " " + r.Algorithm.Describe(params)
+		what += " " + r.Describe(params)
 	}
 	if minCost > 1 {
 		what += fmt.Sprintf(", requests of cost %d or more", minCost)

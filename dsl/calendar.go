@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -54,4 +55,14 @@ func (l *loader) calendarWindow(r *Rule, content *hcl.BodyContent) bool {
 	}
 	r.Calendar = &p
 	return true
+}
+
+// Describe is the rule's limit in words for wire parameters w, as rlctl shows it
+// (algorithms.Algorithm.Describe): a calendar rule's as "10000 per calendar_month
+// (America/New_York)".
+func (r *Rule) Describe(w []int64) string {
+	if r.Calendar != nil && len(w) > 0 {
+		return fmt.Sprintf("%d per %s", w[0], r.Calendar)
+	}
+	return r.Algorithm.Describe(w)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/calendar"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
 )
@@ -211,7 +212,7 @@ func (c *checker) checks(cfg *dsl.Config) []*group {
 				}
 				gr := c.ruleGroup(p, ru, w, i)
 				gr.stopped = stopped(p, ru.Name, ru.Algorithm.Name)
-				limit := ru.Algorithm.Describe(w)
+				limit := ru.Describe(w)
 				gr.finish = func(res []Result) {
 					for k := range res {
 						res[k].Limit = limit
@@ -274,6 +275,12 @@ func (c *checker) ruleGroup(p *dsl.Policy, ru *dsl.Rule, w []int64, i int) *grou
 			return []Result{r}, err
 		}})
 	}
+	if ru.Calendar != nil {
+		gr.tasks = append(gr.tasks, &task{do: func(c *checker) ([]Result, error) {
+			r, err := c.calendarProp(p, ru, w, i, params)
+			return []Result{r}, err
+		}})
+	}
 	sub := c.subject(p, ru, w, i)
 	// The race waits for the traces only when an interleaving raised an error. The
 	// traces are listed first, so a worker has taken them: the wait ends.
@@ -331,9 +338,23 @@ func (c *checker) rig() (*rig, error) {
 			return nil, err
 		}
 		g.tick = c.tick
+		g.calendars = c.calendars()
 		c.g = g
 	}
 	return c.g, c.g.reset()
+}
+
+// calendars returns the calendar of each compiled calendar rule of the plan.
+func (c *checker) calendars() map[*algorithms.Compiled]*calendar.Period {
+	m := map[*algorithms.Compiled]*calendar.Period{}
+	for _, p := range c.cfg.Policies {
+		for _, ru := range p.Rules {
+			if cr := c.plan.Compiled(ru); cr != nil && ru.Calendar != nil {
+				m[cr] = ru.Calendar
+			}
+		}
+	}
+	return m
 }
 
 // subject returns the subject of rule ru of policy p with wire parameters w, the i-th set

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/calendar"
 	"github.com/rlctl/rlctl/luahost"
 )
 
@@ -27,6 +28,9 @@ type rig struct {
 	tick func()
 	// fcall is h.FCall, or h.FCallBounded for a script of built-ins only (see fcaller).
 	fcall func(ctx context.Context, function string, keys, args []string) (any, error)
+	// calendars holds the calendar of each compiled calendar rule (dsl.Rule.Calendar):
+	// do sends such a rule's calls the periods around their clock, as the engine does.
+	calendars map[*algorithms.Compiled]*calendar.Period
 }
 
 // fcaller returns how verify calls script on h: a script of built-in algorithms only is
@@ -92,6 +96,11 @@ func (g *rig) do(t, skew int64, c *algorithms.Call) (algorithms.Reply, error) {
 	// A call the wire refuses counts too: a trace whose every call is refused still
 	// spends the budget, and ends.
 	g.calls++
+	for i := range c.Rules {
+		if r := &c.Rules[i]; r.Calendar && r.Compiled != nil && g.calendars[r.Compiled] != nil {
+			r.Span = algorithms.SpanAround(*g.calendars[r.Compiled], time.UnixMicro(c.Now))
+		}
+	}
 	argv, err := c.Argv()
 	if err != nil {
 		return algorithms.Reply{}, err

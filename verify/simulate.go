@@ -244,7 +244,7 @@ func (rs *ruleState) terms(rr *engine.RuleResult, attrs engine.Attrs) {
 	if err != nil {
 		return
 	}
-	if t := rs.rule.Algorithm.Describe(w); !slices.Contains(rs.rep.Terms, t) {
+	if t := rs.rule.Describe(w); !slices.Contains(rs.rep.Terms, t) {
 		rs.rep.Terms = append(rs.rep.Terms, t)
 	}
 }

@@ -203,7 +203,7 @@ func describe(cfg *dsl.Config, plan *engine.Plan) planOut {
 				wire = append(wire, pr.Const...)
 			}
 			if wire != nil {
-				ro.Limit = r.Algorithm.Describe(wire)
+				ro.Limit = r.Describe(wire)
 			}
 			for _, pr := range r.Params {
 				po := paramOut{Name: pr.Name}
