@@ -54,6 +54,12 @@ func (l *loader) calendarWindow(r *Rule, content *hcl.BodyContent) bool {
 		return true
 	}
 	r.Calendar = &p
+	if content.Attributes["accept_bound"] == nil {
+		// A quota that starts afresh each period is what a calendar window sells: the
+		// limit at a period's end and again at the next one's start is its promise, not
+		// a flaw, so verify notes it unless accept_bound = false says otherwise.
+		r.AcceptBound = true
+	}
 	return true
 }
 

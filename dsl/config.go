@@ -141,7 +141,8 @@ type Rule struct {
 	// request's instant (a day of 23 or 25 hours on a daylight-saving change, a month of
 	// 28 to 31 days), and its window parameter the shortest such period
 	// (calendar.Period.Shortest), which stands for it where one duration must (its
-	// guarantee over any interval that long, RateLimit-Policy's w). nil: none.
+	// guarantee over any interval that long, RateLimit-Policy's w). A calendar rule
+	// accepts its bound (AcceptBound) unless accept_bound = false. nil: none.
 	Calendar *calendar.Period
 	// AcceptBound (accept_bound = true) accepts the bound above its limit that the rule's
 	// algorithm declares by design, such as fixed_window's 2× across a window boundary:
@@ -288,8 +289,12 @@ type Scenario struct {
 	Policy   string        // names one of Config.Policies
 	Duration time.Duration // virtual time the scenario runs for
 	Seed     int64         // seeds every random choice (Poisson arrivals); default 1
-	Traffic  []*Traffic    // at least one
-	Expect   []*Expect     // in source order
+	// StartTime (start_time, RFC 3339) is the instant virtual time 0 stands for, so a
+	// scenario can cross a calendar period's end or a daylight-saving change; the zero
+	// time means the simulator's default (verify.Epoch).
+	StartTime time.Time
+	Traffic   []*Traffic // at least one
+	Expect    []*Expect  // in source order
 	// Faults are the Redis failures the scenario injects, in time order; they never
 	// overlap. None means Redis never fails.
 	Faults []*Fault

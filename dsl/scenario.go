@@ -20,6 +20,7 @@ var scenarioSchema = &hcl.BodySchema{
 		{Name: "policy"},
 		{Name: "duration"},
 		{Name: "seed"},
+		{Name: "start_time"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "traffic", LabelNames: []string{"name"}},
@@ -141,6 +142,18 @@ func (l *loader) decodeScenario(b *hcl.Block) {
 		}
 	} else {
 		l.add(errorf(b.DefRange, "Missing duration", "Scenario %q needs the virtual time it runs for, such as duration = \"5m\".", s.Name))
+	}
+	if a := content.Attributes["start_time"]; a != nil {
+		if v, ok := l.constString(a); ok {
+			t, err := time.Parse(time.RFC3339, v)
+			if err != nil {
+				l.add(errorf(a.Expr.Range(), "Invalid start_time", "start_time is the instant the scenario's virtual time 0 stands for, in RFC 3339 with its offset, such as \"2027-03-13T00:00:00-05:00\" or \"2027-03-31T22:00:00Z\"; %q is not one (%v).", v, err))
+			} else if t.Year() < 1970 || t.Year() > 2200 {
+				l.add(errorf(a.Expr.Range(), "Invalid start_time", "start_time %s is outside the years 1970 to 2200 the simulator's clock keeps.", v))
+			} else {
+				s.StartTime = t
+			}
+		}
 	}
 	if a := content.Attributes["seed"]; a != nil {
 		e, d := l.env.compile(a.Expr, constScope, cty.Number)

@@ -15,11 +15,14 @@ import (
 // expectations can be checked against it. Durations are in nanoseconds in JSON (the
 // fields ending in _ns); the virtual clock itself has microsecond resolution.
 type Report struct {
-	Scenario string           `json:"scenario,omitempty"`
-	Policies []string         `json:"policies"`
-	Seed     int64            `json:"seed"`
-	Trace    bool             `json:"trace,omitempty"` // replayed a trace
-	Duration time.Duration    `json:"duration_ns"`
+	Scenario string        `json:"scenario,omitempty"`
+	Policies []string      `json:"policies"`
+	Seed     int64         `json:"seed"`
+	Trace    bool          `json:"trace,omitempty"` // replayed a trace
+	Duration time.Duration `json:"duration_ns"`
+	// Start is the instant virtual time 0 stood for, when the scenario set one
+	// (start_time); zero otherwise.
+	Start    time.Time        `json:"start_time,omitzero"`
 	Requests int64            `json:"requests"`
 	Allowed  int64            `json:"allowed"`
 	Traffic  []*TrafficReport `json:"traffic"`
@@ -116,6 +119,7 @@ type RuleReport struct {
 // Peak kinds.
 const (
 	PeakWindow   = "window"    // cost allowed within one window-long interval
+	PeakPeriod   = "period"    // cost allowed within one calendar period (Peak.Period)
 	PeakInFlight = "in_flight" // leases held at once (requests not yet finished)
 )
 
@@ -127,7 +131,10 @@ type Peak struct {
 	Limit   int64         `json:"limit"`
 	Bound   int64         `json:"bound,omitempty"` // the most the algorithm allows by design; 0 unknown
 	Window  time.Duration `json:"window_ns,omitempty"`
-	At      time.Duration `json:"at_ns"` // when the interval ended (since the start)
+	// Period, for a calendar rule (kind "period"), is the calendar period: "the month from
+	// 2027-03-01 00:00:00 CET to 2027-04-01 00:00:00 CEST".
+	Period string        `json:"period,omitempty"`
+	At     time.Duration `json:"at_ns"` // when the interval ended (since the start)
 }
 
 // ExpectResult is one expectation's verdict.
@@ -375,6 +382,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		pol = fmt.Sprintf("%d policies", len(r.Policies))
 	}
 	fmt.Fprintf(ew, "%s · %s · %s of virtual time", head, pol, fmtDur(r.Duration))
+	if !r.Start.IsZero() {
+		fmt.Fprintf(ew, " from %s", r.Start.Format(time.RFC3339))
+	}
 	if !r.Trace {
 		fmt.Fprintf(ew, " · seed %d", r.Seed)
 	}
@@ -507,9 +517,12 @@ func peakCell(p *Peak) string {
 		return "-"
 	}
 	cell := fmt.Sprintf("%d/%d", p.Allowed, p.Limit)
-	if p.Kind == PeakInFlight {
+	switch p.Kind {
+	case PeakInFlight:
 		cell += " in flight"
-	} else {
+	case PeakPeriod:
+		cell += " per period"
+	default:
 		cell += " per " + fmtDur(p.Window)
 	}
 	switch {
@@ -526,9 +539,12 @@ func peakCell(p *Peak) string {
 
 func peakSentence(p *Peak) string {
 	var s string
-	if p.Kind == PeakInFlight {
+	switch p.Kind {
+	case PeakInFlight:
 		s = fmt.Sprintf("%d in flight at %s against a limit of %d", p.Allowed, fmtDur(p.At.Round(time.Millisecond)), p.Limit)
-	} else {
+	case PeakPeriod:
+		s = fmt.Sprintf("%d allowed in %s against a limit of %d", p.Allowed, p.Period, p.Limit)
+	default:
 		s = fmt.Sprintf("%d allowed in the %s ending at %s against a limit of %d", p.Allowed, fmtDur(p.Window), fmtDur(p.At.Round(time.Millisecond)), p.Limit)
 	}
 	switch {

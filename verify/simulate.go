@@ -374,6 +374,11 @@ const maxCachedClients = 4096
 
 func (s *sim) addScenario(sc *dsl.Scenario) error {
 	s.origin = Epoch.UnixMicro()
+	if !sc.StartTime.IsZero() {
+		s.clock.Set(sc.StartTime)
+		s.origin = sc.StartTime.UnixMicro()
+		s.r.Start = sc.StartTime
+	}
 	s.end = s.origin + sc.Duration.Microseconds()
 	s.r.Duration = sc.Duration
 	for _, c := range sc.Changes {
@@ -761,8 +766,23 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 			c := rs.cost(attrs, n)
 			if c > 0 {
 				rep.Charged += c
-				sum := kt.add(at, c, rr.Window.Microseconds())
-				rs.peak(rr.Key, sum, kt.limit, at-s.origin, PeakWindow)
+				if cal := rs.rule.Calendar; cal != nil {
+					// A calendar rule's periods count on their own: its worst key is the
+					// most one period allowed.
+					start, end := cal.Bounds(time.UnixMicro(at))
+					if start.UnixMicro() != kt.period {
+						kt.period, kt.sum = start.UnixMicro(), 0
+					}
+					kt.sum += c
+					was := rs.rep.Worst
+					rs.peak(rr.Key, kt.sum, kt.limit, at-s.origin, PeakPeriod)
+					if w := rs.rep.Worst; w != was {
+						w.Bound, w.Period = kt.limit, fmt.Sprintf("the %s from %s to %s", cal.Unit, start.In(cal.Loc).Format(time.DateTime+" MST"), end.In(cal.Loc).Format(time.DateTime+" MST"))
+					}
+				} else {
+					sum := kt.add(at, c, rr.Window.Microseconds())
+					rs.peak(rr.Key, sum, kt.limit, at-s.origin, PeakWindow)
+				}
 			}
 		} else if d.Allowed {
 			rep.Charged += rs.cost(attrs, n)
@@ -850,6 +870,7 @@ type keyTrack struct {
 	head     int
 	sum      int64
 	inflight int64
+	period   int64 // a calendar rule's: the first instant of the period sum counts (µs)
 }
 
 type charge struct{ at, cost int64 }
