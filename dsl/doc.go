@@ -42,6 +42,9 @@
 //	    exempt    = list("partners")    # keys on this runtime list pass the rule, uncharged
 //	    deny      = list("banned")      # keys on this runtime list are refused by the rule
 //	    deny_retry = "1h"          # the retry-after a refusal by the deny list states; default 1h
+//	    time_zone = "Europe/Berlin"     # fixed_window with window = "calendar_day" | "calendar_week"
+//	                               # | "calendar_week_sunday" | "calendar_month" | "calendar_year":
+//	                               # periods from the zone's local midnight; default UTC
 //	    rate      = "10/s"         # the algorithm's parameters...
 //	    burst     = lookup(local.tiers, request.plan, 60)  # ...constants or expressions
 //	  }
@@ -84,6 +87,7 @@
 //	  policy   = "public_api"
 //	  duration = "5m"              # virtual time
 //	  seed     = 1                 # optional
+//	  start_time = "2027-03-26T00:00:00+01:00"  # optional: the instant virtual time 0 stands for
 //	  traffic "users" {
 //	    request = { ip = "198.51.100.${client % 256}", user = "u${client}" }
 //	    clients = 500              # default 1; client is 0..clients-1

@@ -119,6 +119,26 @@ func TestDocsRuntime(t *testing.T) {
 	checkBlocks(t, abs, "docs/runtime.md", blocks)
 }
 
+// TestDocsCalendar holds docs/calendar.md to the repository, as TestDocsRuntime does.
+func TestDocsCalendar(t *testing.T) {
+	if raceEnabled {
+		t.Skip("runs verify at its default budget; checked without the race detector (make proofs)")
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "calendar.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := fencedBlocks(t, "docs/calendar.md", string(doc))
+	if len(blocks) < 4 {
+		t.Fatalf("only %d fenced blocks in docs/calendar.md", len(blocks))
+	}
+	checkBlocks(t, abs, "docs/calendar.md", blocks)
+}
+
 // TestDocsPluginVerifies: the guide's plugin policy passes verify at its default budget
 // with no failure and no warning.
 func TestDocsPluginVerifies(t *testing.T) {
