@@ -66,8 +66,9 @@ globalThis.onRlctlPlaygroundReady = () => setTimeout(() => {
 	out.verify = JSON.parse(p.verify(filesJSON, '{"budget": 30, "duration": "1m"}', (done, total) => out.progress.push([done, total])));
 	out.badFiles = JSON.parse(p.validate(42));
 	out.badOpts = JSON.parse(p.verify(filesJSON, "{", undefined));
-	process.stdout.write(JSON.stringify(out));
-	process.exit(0);
+	// Exit once the output is written: to a pipe, write is asynchronous, and an exit
+	// right after it cuts off what did not fit the pipe's buffer.
+	process.stdout.write(JSON.stringify(out), () => process.exit(0));
 }, 0);
 WebAssembly.instantiate(zlib.gunzipSync(fs.readFileSync(staticDir + "/rlctl.wasm.gz")), go.importObject)
 	.then((r) => go.run(r.instance))
