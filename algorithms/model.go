@@ -579,6 +579,24 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 		units = c.Units
 	}
 	rep, next, blocks := o.checkAll(c, states, units)
+	at := c.Now // the instant the call is charged at
+	if c.Op == OpDelay {
+		rep.Delay = 0
+		if !rep.Allowed {
+			rep.Delay = -1
+			if d, ok := delayOf(c, rep, blocks); ok {
+				later := *c
+				later.Now = c.Now + d
+				if lrep, lnext, lblocks := o.checkAll(&later, states, 1); lrep.Allowed {
+					rep, next, blocks, at = lrep, lnext, lblocks, later.Now
+					rep.Now, rep.Delay = c.Now, d
+					for i := range rep.Rules {
+						rep.Rules[i].ResetAfter += d // from the call's instant
+					}
+				}
+			}
+		}
+	}
 	if c.Op == OpMost {
 		rep.Granted = units
 		if !rep.Allowed {
@@ -598,7 +616,7 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 	}
 	for i, length := range blocks {
 		if length > 0 {
-			o.boxes[c.Rules[i].Key] = boxRecord{end: c.Now + length, length: length}
+			o.boxes[c.Rules[i].Key] = boxRecord{end: at + length, length: length}
 			rep.Rules[i] = offend(rep.Rules[i], length)
 		}
 	}
@@ -611,6 +629,25 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 		}
 	}
 	return rep, nil
+}
+
+// delayOf returns how long an OpDelay call c denied at its instant (rep, with the blocks
+// its denial starts) waits for its slot: the longest retry-after of the enforcing rules
+// that deny, when none is Never, it is within c.MaxDelay, and the denial starts no block.
+func delayOf(c *Call, rep Reply, blocks []int64) (int64, bool) {
+	var d int64
+	for i, r := range c.Rules {
+		if blocks[i] > 0 {
+			return 0, false
+		}
+		if x := rep.Rules[i]; !x.Allowed && !r.Shadow {
+			if x.RetryAfter < 0 || x.RetryAfter > c.MaxDelay {
+				return 0, false
+			}
+			d = max(d, x.RetryAfter)
+		}
+	}
+	return d, true
 }
 
 // checkAll checks every rule of c at units times its cost, with its penalty box, on states

@@ -256,6 +256,10 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			continue
 		case 1:
 			c.Op, c.Units = OpMost, 1+rng.Int64N(12)
+		case 3:
+			if rng.IntN(2) == 0 {
+				c.Op, c.MaxDelay = OpDelay, rng.Int64N(2*scale+1)
+			}
 		case 2:
 			var over []traceKey
 			for _, k := range keys {

@@ -26,6 +26,15 @@ const (
 	// describes the rules as a check of one unit would, so its retry-after is the wait
 	// for one unit.
 	OpMost Op = "most"
+	// OpDelay decides and charges, all or none, at the earliest instant within
+	// Call.MaxDelay of the call's at which every enforcing rule allows it: at once when
+	// they do, else at now + d, d the longest retry-after of the enforcing rules that deny,
+	// when that is within MaxDelay and they all allow it then (a reservation of that
+	// slot; the caller waits d before going on). Reply.Delay is d; a denial (a cost that
+	// never fits, a wait beyond MaxDelay, a rule that still denies at now + d) is the
+	// check's at now, with Delay -1. A waiting call's rule values are as seen at now + d,
+	// its reset-afters counted from now.
+	OpDelay Op = "delay"
 	// OpOverride sets (Call.Override) or clears (Call.Override nil) the override of the
 	// call's one rule, an Overridable one, for its key, converting the key's state to the
 	// new figures (see Override). The reply has no rules.
@@ -70,6 +79,8 @@ type Call struct {
 	Skew int64
 	// Units, for OpMost, is the most units the call may grant (>= 1).
 	Units int64
+	// MaxDelay, for OpDelay, is the longest the call may wait for its slot (µs, >= 0).
+	MaxDelay int64
 	// Override, for OpOverride, is the override to set; nil clears it.
 	Override *Override
 	// Read, for OpOverride, reads the override in force (Reply.Override) instead of
@@ -169,6 +180,11 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 			return nil, fmt.Errorf("units %d out of range [1, 2^53]", c.Units)
 		}
 		op = "most:" + strconv.FormatInt(c.Units, 10)
+	case OpDelay:
+		if c.MaxDelay < 0 || c.MaxDelay > MaxInt {
+			return nil, fmt.Errorf("max delay %d out of range [0, 2^53]", c.MaxDelay)
+		}
+		op = "delay:" + strconv.FormatInt(c.MaxDelay, 10)
 	case OpOverride:
 		op = string(OpOverride)
 		if len(c.Rules) != 1 || !c.Rules[0].Overridable {
@@ -394,6 +410,9 @@ type Reply struct {
 	Rules  []RuleResult
 	// Granted, for OpMost, is the units the call granted and charged: 0 when denied.
 	Granted int64
+	// Delay, for OpDelay, is how long the caller waits for its slot (µs): 0 when allowed
+	// at once, -1 when denied.
+	Delay int64
 	// Override, for an OpOverride call that reads (Call.Read), is the override in force;
 	// nil when none is.
 	Override *Override
@@ -506,6 +525,9 @@ func DecodeCallReply(c *Call, v any) (Reply, error) {
 	if c.Op == OpInspect {
 		return decodeInspectReply(c, v)
 	}
+	if c.Op == OpDelay {
+		return decodeDelayReply(c, v)
+	}
 	if c.Op != OpMost {
 		return DecodeReply(v, len(c.Rules))
 	}
@@ -529,6 +551,31 @@ func DecodeCallReply(c *Call, v any) (Reply, error) {
 		return Reply{}, fmt.Errorf("%w: granted %d units, allowed %v", ErrReply, g, r.Allowed)
 	}
 	r.Granted = g
+	return r, nil
+}
+
+// decodeDelayReply decodes an OpDelay reply: a check's, then the wait.
+func decodeDelayReply(c *Call, v any) (Reply, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return Reply{}, fmt.Errorf("%w: %T, want an array", ErrReply, v)
+	}
+	n := len(c.Rules)
+	if len(arr) != header+5*n+1 {
+		return Reply{}, fmt.Errorf("%w: %d values for a delayed call of %d rules, want %d", ErrReply, len(arr), n, header+5*n+1)
+	}
+	d, ok := arr[len(arr)-1].(int64)
+	if !ok || d < -1 || d > c.MaxDelay {
+		return Reply{}, fmt.Errorf("%w: a wait of %v, at most %d", ErrReply, arr[len(arr)-1], c.MaxDelay)
+	}
+	r, err := decodeRules(arr[:len(arr)-1], n)
+	if err != nil {
+		return Reply{}, err
+	}
+	if r.Allowed != (d >= 0) {
+		return Reply{}, fmt.Errorf("%w: a wait of %d, allowed %v", ErrReply, d, r.Allowed)
+	}
+	r.Delay = d
 	return r, nil
 }
 

@@ -8,7 +8,10 @@
 --       [2] op: "check" (decide and charge, all or nothing), "refund" (undo a charge),
 --           "most:N" (partial admission: decide and charge, all or nothing, the largest
 --           number of units g <= N that every enforcing rule allows, each rule's cost being
---           then its cost per unit; see most below), or "override" (set or clear the
+--           then its cost per unit; see most below), "delay:M" (decide and charge, all or
+--           nothing, at the earliest instant within M microseconds at which every
+--           enforcing rule allows the call, a reservation of that slot; see delay below),
+--           or "override" (set or clear the
 --           override of the call's one rule, an overridable one, for its key: the rule's
 --           values are followed by one more, the override (prelude.lua's OVR), "" to
 --           clear it or "?" to read it; see set_override), "list" (change or read the
@@ -42,6 +45,9 @@
 --   Per-rule values describe the key after this call: charged when the call is allowed,
 --   untouched (as if peeked) when it is denied; a boxed rule's values describe its block too.
 -- Reply (most): the reply of a check of g units (when g is 0, of one unit), then g.
+-- Reply (delay): the reply of the check that decided (per-rule values as seen at now +
+--   wait when the call waits, reset-after counted from now), then the wait in
+--   microseconds: 0 when allowed at once, -1 when denied.
 -- Reply (refund, override): {1, 0, now_us, server_us}; reading an override, then the
 --   override in force or "".
 -- Reply (list): {1, 0, now_us, server_us, member (1 or 0)}.
@@ -537,6 +543,53 @@ local function most(KEYS, rs, st, out, n, now, units)
   return allowed, decider, g, offences
 end
 
+-- delay decides a call that may wait for its slot (op "delay:M"): the call's rules are
+-- checked at now; when enforcing rules deny it, each with a retry-after, and the longest
+-- of those, d, is at most M, the rules are checked again at now + d, as if the request came
+-- then, and the call is charged there (a reservation) when every enforcing rule allows it.
+-- A cost that never fits, a wait longer than M, a denial that starts a penalty box's
+-- block, or a denial at now + d (a list, a rule whose retry-after did not hold) leaves
+-- the call the denial it was at now. It
+-- returns allowed, decider, the blocks, and the wait d (0: none; nil: denied), with st
+-- and out as the deciding check left them (out: the rules as seen at now + d, their
+-- reset-after counted from now).
+local function delay(KEYS, rs, st, out, n, now, most)
+  local allowed, decider, offences = check_rules(KEYS, rs, st, out, n, now, 1)
+  if allowed == 1 then
+    return allowed, decider, offences, 0
+  end
+  if offences then
+    -- A denial that starts a penalty box's block is an offence, never a wait.
+    return allowed, decider, offences, nil
+  end
+  local d = 0
+  for r = 1, n do
+    local o = 5 * r
+    if out[o] == 0 and not rs[r][2] then
+      local retry = out[o + 2]
+      if retry < 0 or retry > most then
+        return allowed, decider, offences, nil
+      end
+      if retry > d then
+        d = retry
+      end
+    end
+  end
+  local later = {}
+  local ok, _, later_offences = check_rules(KEYS, rs, st, later, n, now + d, 1)
+  if ok == 0 then
+    return allowed, decider, offences, nil
+  end
+  for i = 5, 5 * n + 4 do
+    out[i] = later[i]
+  end
+  -- Reset-after counts from the call's instant, as every reply's does.
+  for r = 1, n do
+    out[5 * r + 3] = out[5 * r + 3] + d
+  end
+  return 1, 0, later_offences, d
+end
+
 -- one_further is one (below) for a rule with further keys of the dispatcher's: its
 -- override read first (overridden), then the rule's check, its lists (listed) and its box
 -- (boxed), charged
@@ -733,11 +786,14 @@ local function main(KEYS, ARGV)
   end
   local op = ARGV[2]
   local units -- op "most:N": N
+  local wait -- op "delay:M": M
   if op ~= 'check' and op ~= 'refund' and op ~= 'override' and op ~= 'list' and op ~= 'inspect' then
     if type(op) == 'string' and string.sub(op, 1, 5) == 'most:' then
       units = int_arg(string.sub(op, 6), 1)
+    elseif type(op) == 'string' and string.sub(op, 1, 6) == 'delay:' then
+      wait = int_arg(string.sub(op, 7), 0)
     end
-    if units == nil then
+    if units == nil and wait == nil then
       return redis.error_reply('RLCTL unknown op ' .. tostring(op))
     end
   end
@@ -780,7 +836,7 @@ local function main(KEYS, ARGV)
   end
 
   -- A call of one rule, the common case, needs none of the tables of a stack (below).
-  if n == 1 then
+  if n == 1 and not wait then
     return one(KEYS, ARGV, op, units, now, server_now)
   elseif op == 'override' or op == 'list' or op == 'inspect' then
     return redis.error_reply('RLCTL op ' .. op .. ' takes one rule')
@@ -896,6 +952,9 @@ local function main(KEYS, ARGV)
     end
     allowed, decider, granted, offences = most(KEYS, rs, st, out, n, now, units)
     out[5 * n + 5] = granted
+  elseif wait then
+    allowed, decider, offences, wait = delay(KEYS, rs, st, out, n, now, wait)
+    out[5 * n + 5] = wait or -1
   else
     allowed, decider, offences = check_rules(KEYS, rs, st, out, n, now, 1)
   end
@@ -910,10 +969,16 @@ local function main(KEYS, ARGV)
 
   -- Phase 2: all or nothing; and every block the call starts (a denial by a boxed rule,
   -- enforcing or shadow).
+  local at = now
+  if wait and wait > 0 then
+    -- A reservation: its writes are the state at now + wait, kept that much longer.
+    at = now + wait
+    TTL_SLACK = TTL_SLACK + wait
+  end
   if offences then
     for i = 1, #offences, 2 do
       local r = offences[i]
-      box_offend(KEYS[r], now, offences[i + 1], rs[r].box, out, r)
+      box_offend(KEYS[r], at, offences[i + 1], rs[r].box, out, r)
     end
   end
   if allowed == 1 then
