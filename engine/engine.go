@@ -35,6 +35,7 @@ type Engine struct {
 	// shared is the deadline context calls without one of their own share (see bound).
 	shared  atomic.Pointer[sharedDeadline]
 	clock   func() time.Time
+	sleep   func(ctx context.Context, d time.Duration) error
 	log     *slog.Logger
 	logSet  bool // WithLogger was given
 	hooks   Hooks
@@ -96,6 +97,13 @@ func WithTimeout(d time.Duration) Option { return func(e *Engine) { e.timeout = 
 // (default time.Now). Server-clock policies read Redis TIME (or the local host's clock).
 func WithClock(now func() time.Time) Option { return func(e *Engine) { e.clock = now } }
 
+// WithSleep sets how Wait waits for a reserved slot: sleep returns after d, or with ctx's
+// error when ctx ends first (default: a timer on the wall clock). A virtual clock's sleep
+// advances it.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return func(e *Engine) { e.sleep = sleep }
+}
+
 // WithLogger sets where the engine logs backend failures, breaker changes and script
 // errors (default: discarded). Failures are logged at most once a second per policy and
 // kind, with the count of those not logged. New's warnings about a Redis client that is
@@ -141,6 +149,7 @@ func New(backend Backend, plan *Plan, opts ...Option) *Engine {
 		backend: backend,
 		timeout: 50 * time.Millisecond,
 		clock:   time.Now,
+		sleep:   sleepFor,
 		log:     slog.New(slog.DiscardHandler),
 		br:      breaker{threshold: 5, cooldown: time.Second},
 	}
@@ -225,8 +234,12 @@ type Decision struct {
 	// Granted is the units the request may go on with: Allow's 1 and AllowN's n when
 	// allowed, AllowAtMost's grant; 0 when denied, for Peek and for AllowAll.
 	Granted int64
+	// Delay, for Wait, is how long the request waited for its slot: 0 when it went on at
+	// once or was denied.
+	Delay time.Duration
 
 	held      []heldLease // concurrency leases taken, for Release
+	reserved  *charged    // Wait's reservation, given back when its wait ends early
 	unlimited []int       // the requests an unlimited block names, in order
 }
 
@@ -336,11 +349,75 @@ func (e *Engine) AllowAtMost(ctx context.Context, r dsl.Request, n int64) (*Deci
 			n = min(n, m/k)
 		}
 	}
-	d, err := e.run(ctx, rules, rules, nil, true, n)
+	d, err := e.run(ctx, rules, rules, nil, true, n, -1)
 	if d != nil && unl {
 		d.unlimited = unlimitedFirst
 	}
 	return d, err
+}
+
+// Wait decides a request of cost 1 that would rather wait for its turn than be denied,
+// as golang.org/x/time/rate's Wait and NGINX's limit_req with burst do: when the rules
+// allow it now, it returns at once; when enforcing rules deny it and every one of them
+// allows it again within maxDelay (the longest of their retry-afters, d), it reserves that
+// slot in the same atomic call (charged as at now + d: the requests that wait are spaced
+// as the rules' rates space them), waits d, and returns allowed with Decision.Delay d.
+// Otherwise (a cost that never fits, a wait beyond maxDelay, a denial that starts a
+// penalty box's block) it returns the denial at once, as Allow would.
+//
+// A wait ends early when ctx does: the reservation is given back (refunded, as a
+// cluster's compensation is) and Wait returns ctx's error. The wait is on the engine's
+// sleep (WithSleep; the wall clock by default). The request's rules must make one call
+// (one hash slot, one clock), and none may hold concurrency leases: both are refused with
+// ErrRequest. Wait always asks the backend: the deny cache's denials are for requests
+// that would not wait.
+func (e *Engine) Wait(ctx context.Context, r dsl.Request, maxDelay time.Duration) (*Decision, error) {
+	if maxDelay < 0 {
+		return nil, fmt.Errorf("%w: negative max delay %v", ErrRequest, maxDelay)
+	}
+	rules, gone, unl, err := e.collect(r, 1, 0, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(rules) > MaxRules {
+		return nil, tooManyRules(len(rules))
+	}
+	rules = e.dropReplaced(rules, gone)
+	for _, p := range rules {
+		if p.call.Algorithm.HasLease() {
+			return nil, fmt.Errorf("%w: rule %s of policy %s holds concurrency leases, which a request cannot reserve ahead; use Allow", ErrRequest, p.rule.Name, p.policy.Name)
+		}
+	}
+	d, err := e.run(ctx, rules, rules, nil, true, 0, min(maxDelay.Microseconds(), algorithms.MaxInt))
+	if err != nil {
+		return nil, err
+	}
+	if unl {
+		d.unlimited = unlimitedFirst
+	}
+	if d.Allowed {
+		d.Granted = 1
+	}
+	if d.reserved != nil {
+		if err := e.sleep(ctx, d.Delay); err != nil {
+			e.refund(ctx, []charged{*d.reserved})
+			return nil, err
+		}
+		d.reserved = nil
+	}
+	return d, nil
+}
+
+// sleepFor waits d, or until ctx ends: the wall clock's sleep, the default of WithSleep.
+func sleepFor(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Peek reports what Allow would decide without charging anything.
@@ -395,7 +472,7 @@ func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*D
 	if err != nil {
 		return nil, err
 	}
-	d, err := e.run(ctx, all, uniq, fan, charging, 0)
+	d, err := e.run(ctx, all, uniq, fan, charging, 0, -1)
 	if d != nil {
 		d.unlimited = unlimited
 	}
@@ -658,7 +735,7 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 		return nil, tooManyRules(len(rules))
 	}
 	rules = e.dropReplaced(rules, gone)
-	d, err := e.run(ctx, rules, rules, nil, n > 0, 0)
+	d, err := e.run(ctx, rules, rules, nil, n > 0, 0, -1)
 	if d != nil {
 		if unl {
 			d.unlimited = unlimitedFirst
@@ -673,8 +750,9 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 // run decides the rules of one or more requests: all, and the same with shared keys
 // merged, uniq (fan maps all to uniq; nil when they are the same). charging: some rule
 // is charged (not a peek). most > 0 makes it a partial admission of up to most units,
-// each rule's cost being its cost per unit (AllowAtMost).
-func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, charging bool, most int64) (*Decision, error) {
+// each rule's cost being its cost per unit (AllowAtMost). wait >= 0 lets a denied request
+// reserve the earliest slot within wait µs (Wait): the rules must then make one call.
+func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, charging bool, most, wait int64) (*Decision, error) {
 	d := newDecision(len(all))
 	for i := range all {
 		w, ok := e.plan.windows[all[i].rule]
@@ -705,7 +783,7 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 		results = make([]RuleResult, len(uniq))
 	}
 	sent := e.clock()
-	if charging && e.cache != nil {
+	if charging && e.cache != nil && wait < 0 {
 		if res, ok := e.cache.lookup(rules, sent); ok {
 			for i := range rules {
 				if rules[i].call.Key == res.Key {
@@ -723,10 +801,16 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 	var grants []int64 // a partial admission's grant in each group of done
 	units := most      // a partial admission's grant so far: the most the next group may grant
 	groups := e.groups(rules)
+	if wait >= 0 && len(groups) > 1 {
+		return nil, fmt.Errorf("%w: the request's rules need %d calls (hash slots of a cluster, or policies of both clocks), and a slot is reserved in one atomic call: give the policies a shard, and one clock", ErrRequest, len(groups))
+	}
 	for gi, g := range groups {
 		call := algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime, Rules: make([]algorithms.Rule, len(g.idx))}
 		if most > 0 {
 			call.Op, call.Units = algorithms.OpMost, units
+		}
+		if wait >= 0 {
+			call.Op, call.MaxDelay = algorithms.OpDelay, wait
 		}
 		if g.client {
 			call.Now, call.Skew = sent.UnixMicro(), g.skew
@@ -756,6 +840,11 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 		}
 		if most > 0 {
 			units = rep.Granted
+		}
+		if wait >= 0 && rep.Delay > 0 {
+			// A reservation: a wait that ends early gives it back (Wait).
+			d.Delay = usToDuration(rep.Delay)
+			d.reserved = &charged{call: algorithms.Call{Op: algorithms.OpRefund, Now: rep.Now, Rules: call.Rules}, local: res.src != FromBackend}
 		}
 		// What this group charged, and where: every rule on the backend, or after a
 		// failure only the rules the local fallback ran. The last group's charge is never
