@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
@@ -23,7 +24,19 @@ type config struct {
 	pkSecret   []byte
 	denied     func(http.ResponseWriter, *http.Request, *engine.Decision)
 	onError    func(http.ResponseWriter, *http.Request, error, http.Handler)
+	maxDelay   time.Duration // WithDelay; 0: Allow
 }
+
+// WithDelay makes the middleware delay a request rather than refuse it when its turn
+// comes within max (engine.Engine.Wait): the request reserves the earliest slot the rules
+// allow, waits for it, then runs the handler, as NGINX's limit_req with burst and delay
+// does. A request whose turn is further away is refused as without the option. A client
+// that goes away while its request waits gives the slot back, and the request ends with
+// the error handler's response (503 by default). A request that concurrency rules apply
+// to, or whose rules make several calls (a cluster without a shard, policies of both
+// clocks), goes to the error handler (500 by default): use the option on policies whose
+// rules reserve in one call.
+func WithDelay(max time.Duration) Option { return func(c *config) { c.maxDelay = max } }
 
 // WithTrustedProxies makes the ip attribute the address reported by a chain of trusted
 // proxies instead of the direct peer. header is the field those proxies append their
@@ -122,7 +135,13 @@ func Middleware(e *engine.Engine, opts ...Option) func(http.Handler) http.Handle
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			q := &request{r: r, c: c}
-			d, err := e.Allow(r.Context(), q)
+			var d *engine.Decision
+			var err error
+			if c.maxDelay > 0 {
+				d, err = e.Wait(r.Context(), q, c.maxDelay)
+			} else {
+				d, err = e.Allow(r.Context(), q)
+			}
 			if err != nil {
 				c.onError(w, r, err, next)
 				return

@@ -44,6 +44,7 @@ type rigOpts struct {
 	handler http.Handler   // default: 200 "ok"
 	mw      []httplimit.Option
 	wrap    func(http.Handler) http.Handler // around the middleware
+	engine  []engine.Option                 // after the rig's clock and hooks
 }
 
 func newRig(t *testing.T, policy string, o rigOpts) *rig {
@@ -60,13 +61,15 @@ func newRig(t *testing.T, policy string, o rigOpts) *rig {
 	if o.backend == nil {
 		o.backend = engine.NewLocal(luahost.New(luahost.WithClock(g.clock)))
 	}
-	e := engine.New(o.backend, plan,
+	opts := append([]engine.Option{
 		engine.WithClock(g.clock.Now),
 		engine.WithHooks(engine.Hooks{Decided: func(d *engine.Decision) {
 			g.mu.Lock()
 			g.last = d
 			g.mu.Unlock()
-		}}))
+		}}),
+	}, o.engine...)
+	e := engine.New(o.backend, plan, opts...)
 	if o.handler == nil {
 		o.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	}
