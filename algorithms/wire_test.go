@@ -98,3 +98,21 @@ func TestPluginWrongShapeReply(t *testing.T) {
 		}
 	}
 }
+
+// TestDelayReplyBeyondMax: a delay reply whose wait is beyond the call's max delay, below
+// -1, or disagrees with its verdict is malformed; a well-formed one decodes.
+func TestDelayReplyBeyondMax(t *testing.T) {
+	c := &Call{Op: OpDelay, MaxDelay: 1000, Rules: []Rule{{Key: "k", Algorithm: builtin[0], Params: []int64{1, 1}}}}
+	reply := func(allowed, wait int64) any {
+		return []any{allowed, 1 - allowed, int64(5), int64(5), allowed, int64(0), int64(0), int64(0), int64(1), wait}
+	}
+	for _, bad := range []any{reply(1, 1001), reply(1, -2), reply(0, 10), reply(1, -1)} {
+		if _, err := DecodeCallReply(c, bad); !errors.Is(err, ErrReply) {
+			t.Errorf("%v: %v, want ErrReply", bad, err)
+		}
+	}
+	r, err := DecodeCallReply(c, reply(1, 1000))
+	if err != nil || !r.Allowed || r.Delay != 1000 {
+		t.Fatalf("a wait of the max: %+v %v", r, err)
+	}
+}
