@@ -418,7 +418,10 @@ type Traffic struct {
 	Units int64
 	// AtMost makes each request a partial admission of up to Units units
 	// (engine.AllowAtMost): it is granted the most of them that fit.
-	AtMost    bool
+	AtMost bool
+	// MaxDelay (max_delay) makes each request wait up to that long for its turn rather
+	// than be denied (engine.Wait); 0: none.
+	MaxDelay  time.Duration
 	DeclRange hcl.Range
 }
 
@@ -450,6 +453,9 @@ func (t *Traffic) Render(client int) (map[string]string, error) {
 //	                               (a duration such as "1m")
 //	granted(traffic)               the units its allowed requests were granted: units
 //	                               each, or with at_most what each was granted
+//	waited(traffic)                how many of its allowed requests waited for their
+//	                               turn first (max_delay)
+//	max_wait(traffic)              the longest of those waits, in seconds (0: none)
 //
 // and, to say what a Redis outage does (see Fault):
 //

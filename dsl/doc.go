@@ -99,6 +99,7 @@
 //	    hold    = "10s"            # how long an allowed request lasts; default 0
 //	    units   = 8                # units each request asks for (AllowN's n); default 1
 //	    at_most = true             # grant the most of units that fit (AllowAtMost)
+//	    max_delay = "2s"           # wait up to this for a turn rather than be denied (Wait)
 //	  }
 //	  fault {                      # Redis failing; any number, never overlapping
 //	    kind  = "stall"            # stall | refuse | error | flush | restart

@@ -140,6 +140,8 @@ type fakeOutcome struct{}
 func (fakeOutcome) Requests(string) int64                    { return 10 }
 func (fakeOutcome) Allowed(string) int64                     { return 7 }
 func (fakeOutcome) Granted(string) int64                     { return 9 }
+func (fakeOutcome) Waited(string) int64                      { return 2 }
+func (fakeOutcome) MaxWait(string) time.Duration             { return time.Second }
 func (fakeOutcome) DeniedBy(string, string) int64            { return 3 }
 func (fakeOutcome) MaxAllowedIn(string, time.Duration) int64 { return 5 }
 func (fakeOutcome) DuringFault(string) (int64, int64)        { return 4, 1 }

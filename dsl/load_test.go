@@ -157,6 +157,8 @@ func (o mapOutcome) PhantomCharges() int64           { return o.phantom }
 func (o mapOutcome) Requests(t string) int64                      { return o.requests[t] }
 func (o mapOutcome) Allowed(t string) int64                       { return o.allowed[t] }
 func (o mapOutcome) Granted(t string) int64                       { return o.allowed[t] }
+func (o mapOutcome) Waited(string) int64                          { return 0 }
+func (o mapOutcome) MaxWait(string) time.Duration                 { return 0 }
 func (o mapOutcome) DeniedBy(t, r string) int64                   { return o.deniedBy[t+"/"+r] }
 func (o mapOutcome) MaxAllowedIn(t string, _ time.Duration) int64 { return o.allowed[t] }
 

@@ -44,6 +44,7 @@ var trafficSchema = &hcl.BodySchema{
 		{Name: "hold"},
 		{Name: "units"},
 		{Name: "at_most"},
+		{Name: "max_delay"},
 	},
 }
 
@@ -71,6 +72,10 @@ type Outcome interface {
 	// (within [At, At+For) of one: a flush has no such time), and how many of those were
 	// allowed.
 	DuringFault(traffic string) (requests, allowed int64)
+	// Waited is the number of traffic's requests that waited for their turn (max_delay),
+	// and MaxWait the longest wait.
+	Waited(traffic string) int64
+	MaxWait(traffic string) time.Duration
 	// DecidedBy is the number of traffic's requests decided by how: one of Deciders.
 	DecidedBy(traffic, how string) int64
 	// TimedOut is the number of traffic's requests whose Redis call outlasted the engine's
@@ -365,6 +370,24 @@ func (l *loader) decodeTraffic(b *hcl.Block, s *Scenario, policy *Policy) *Traff
 			}
 		}
 	}
+	if a := content.Attributes["max_delay"]; a != nil {
+		if us, ok := l.duration(a, false); ok {
+			t.MaxDelay = time.Duration(us) * time.Microsecond
+		}
+		switch {
+		case t.AtMost || t.Units != 1:
+			l.add(errorf(a.NameRange, "max_delay with units", "A request that waits for its turn asks for one unit (engine.Wait); remove units and at_most, or max_delay."))
+			t.MaxDelay = 0
+		case policy != nil:
+			for _, r := range policy.Rules {
+				if r.Algorithm.HasLease() {
+					l.add(errorf(a.Expr.Range(), "Waiting for a lease", "Rule %q of policy %q holds concurrency leases, which a request cannot reserve ahead (engine.Wait refuses it). Remove max_delay, or send this traffic to a policy without %s rules.", r.Name, policy.Name, r.Algorithm.Name))
+					t.MaxDelay = 0
+					break
+				}
+			}
+		}
+	}
 	if s.Duration > 0 {
 		switch {
 		case stopA != nil && t.Stop > s.Duration:
@@ -602,6 +625,18 @@ func scenarioFunctions(s *Scenario, rules []string, o Outcome) map[string]functi
 	fns["denied"] = count(denied)
 	fns["allowed_fraction"] = ratio(allowed)
 	fns["denied_fraction"] = ratio(denied)
+	fns["waited"] = count(func(o Outcome, t string) int64 { return o.Waited(t) })
+	fns["max_wait"] = function.New(&function.Spec{
+		Params: []function.Parameter{{Name: "traffic", Type: cty.String}},
+		Type:   function.StaticReturnType(cty.Number),
+		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
+			t, err := traffic(args)
+			if err != nil || o == nil {
+				return cty.UnknownVal(cty.Number), err
+			}
+			return cty.NumberFloatVal(o.MaxWait(t).Seconds()), nil
+		},
+	})
 	fns["denied_by"] = function.New(&function.Spec{
 		Params: []function.Parameter{{Name: "traffic", Type: cty.String}, {Name: "rule", Type: cty.String}},
 		Type:   function.StaticReturnType(cty.Number),

@@ -63,6 +63,12 @@ type TrafficReport struct {
 	Units   int64 `json:"units"`
 	AtMost  bool  `json:"at_most,omitempty"`
 	Granted int64 `json:"granted"`
+	// Waited counts the allowed requests that waited for their turn first (max_delay),
+	// MaxWait is the longest wait and TotalWait their sum; a request that waited counts
+	// as allowed when its wait ended.
+	Waited    int64         `json:"waited,omitempty"`
+	MaxWait   time.Duration `json:"max_wait_ns,omitempty"`
+	TotalWait time.Duration `json:"total_wait_ns,omitempty"`
 	// Unlimited counts requests no rule applied to (allowed without a check).
 	Unlimited int64       `json:"unlimited"`
 	DeniedBy  []RuleCount `json:"denied_by"` // by deciding rule, in order of first denial
@@ -221,6 +227,20 @@ func (o outcome) DeniedBy(traffic, rule string) int64 {
 
 // MaxAllowedIn is the most of traffic's requests allowed within any half-open interval of
 // length span.
+func (o outcome) Waited(traffic string) int64 {
+	if t := o.r.traffic(traffic); t != nil {
+		return t.Waited
+	}
+	return 0
+}
+
+func (o outcome) MaxWait(traffic string) time.Duration {
+	if t := o.r.traffic(traffic); t != nil {
+		return t.MaxWait
+	}
+	return 0
+}
+
 func (o outcome) MaxAllowedIn(traffic string, span time.Duration) int64 {
 	return o.r.MaxAllowedIn(traffic, span)
 }
@@ -420,6 +440,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, t := range r.Traffic {
 		if t.AtMost {
 			fmt.Fprintf(ew, "  %s granted %d of the %d units asked (up to %d a request)\n", t.Name, t.Granted, t.Requests*t.Units, t.Units)
+		}
+		if t.Waited > 0 {
+			fmt.Fprintf(ew, "  %s waited for its turn: %d requests, %s on average, %s at most\n", t.Name, t.Waited, fmtDur((t.TotalWait / time.Duration(t.Waited)).Round(time.Millisecond)), fmtDur(t.MaxWait.Round(time.Millisecond)))
 		}
 	}
 	fmt.Fprintln(ew)

@@ -303,7 +303,9 @@ func (s *sim) startEngine(plan *engine.Plan, sc *dsl.Scenario) {
 		s.capped = true
 	}
 	redis := engine.NewLocal(s.host)
-	opts := []engine.Option{engine.WithClock(s.clock.Now)}
+	// A request that waits (a traffic's max_delay) goes on at its slot, which record
+	// counts; the virtual clock does not wait for it.
+	opts := []engine.Option{engine.WithClock(s.clock.Now), engine.WithSleep(func(context.Context, time.Duration) error { return nil })}
 	if settings.DenyCache > 0 {
 		opts = append(opts, engine.WithDenyCache(settings.DenyCache))
 	}
@@ -505,13 +507,14 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 	hold := src.hold
 	ts := src.tr
 	atMost := false
+	var maxDelay time.Duration
 	if src.trace != nil {
 		a := &src.trace[src.next]
 		attrs, n, hold, ts = a.Attrs, a.N, a.Hold, s.traffic[a.Source]
 		src.next++
 		s.schedule(ev.src)
 	} else {
-		n, atMost = src.t.Units, src.t.AtMost
+		n, atMost, maxDelay = src.t.Units, src.t.AtMost, src.t.MaxDelay
 		attrs = src.attrs
 		if attrs == nil {
 			m, err := src.t.Render(src.client)
@@ -534,9 +537,14 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 	s.turn = (s.turn + 1) % len(s.engs)
 	var d *engine.Decision
 	var err error
-	if atMost {
+	switch {
+	case atMost:
 		d, err = eng.AllowAtMost(ctx, attrs, n)
-	} else {
+	case maxDelay > 0:
+		// The engines' sleep returns at once: the request goes on at ev.at + d.Delay,
+		// where record counts it.
+		d, err = eng.Wait(ctx, attrs, maxDelay)
+	default:
 		d, err = eng.AllowN(ctx, attrs, n)
 	}
 	if err != nil {
@@ -682,6 +690,13 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 	tr.Requests++
 	s.r.Requests++
 	s.tally(ts, at, d)
+	if d.Allowed && d.Delay > 0 {
+		// It waited for its turn: it goes on, and counts, when the wait ends.
+		tr.Waited++
+		tr.MaxWait = max(tr.MaxWait, d.Delay)
+		tr.TotalWait += d.Delay
+		at += d.Delay.Microseconds()
+	}
 	b := (at - s.origin) / s.bucket
 	if d.Source == engine.FromNoRules {
 		tr.Unlimited++
@@ -902,6 +917,7 @@ func (rs *ruleState) peak(key string, allowed, limit, at int64, kind string) {
 
 func (s *sim) finish() {
 	for _, ts := range s.tlist {
+		slices.Sort(ts.times) // a request that waited is counted when it went on
 		s.r.allowedAt[ts.rep.Name] = ts.times
 	}
 	for _, rep := range s.r.Rules {
