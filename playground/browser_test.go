@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,15 +57,20 @@ func TestPlaygroundInBrowser(t *testing.T) {
 
 	// A misspelt algorithm: the diagnostic at its line and column, in the list and the
 	// gutter.
-	const good, bad = `algorithm = "sliding_log"`, `algorithm = "sliding_lgo"`
 	src := first.Files[first.Name+".hcl"]
-	at := strings.Index(src, good)
-	if at < 0 {
-		t.Fatalf("%s.hcl has no %s", first.Name, good)
+	m := regexp.MustCompile(`algorithm = "(\w+)"`).FindStringSubmatch(src)
+	if m == nil {
+		t.Fatalf("%s.hcl has no algorithm", first.Name)
 	}
+	// The algorithm's name with its last two letters swapped: "fixed_window" is
+	// "fixed_windwo".
+	name := m[1]
+	typo := name[:len(name)-2] + name[len(name)-1:] + name[len(name)-2:len(name)-1]
+	good, bad := `algorithm = "`+name+`"`, `algorithm = "`+typo+`"`
+	at := strings.Index(src, good)
 	line, col := strings.Count(src[:at], "\n")+1, len(`algorithm = `)+at-strings.LastIndex(src[:at], "\n")
-	selectText(d, src, at+len(`algorithm = "`), len("sliding_log"))
-	d.sendKeys("#text", "sliding_lgo")
+	selectText(d, src, at+len(`algorithm = "`), len(name))
+	d.sendKeys("#text", typo)
 	var diag struct {
 		Line, Column int
 		Gutter       []string
@@ -73,10 +79,12 @@ func TestPlaygroundInBrowser(t *testing.T) {
 		const li = [...document.querySelectorAll("#diagnostics li.error")].find((li) => li.textContent.includes("Unknown algorithm"));
 		return li && {line: +li.dataset.line, column: +li.dataset.column,
 			gutter: [...document.querySelectorAll("#gutter .ln.error")].map((e) => e.textContent)}`)
-	if diag.Line != line || diag.Column != col || len(diag.Gutter) != 1 || diag.Gutter[0] != strconv.Itoa(line) {
+	// The gutter marks the line; other lines may be marked too, by the errors that
+	// follow from the rule that no longer loads (a scenario's expect naming it).
+	if diag.Line != line || diag.Column != col || !slices.Contains(diag.Gutter, strconv.Itoa(line)) {
 		t.Errorf("the diagnostic is at %d:%d, the gutter marks lines %q; want %d:%d, line %d marked", diag.Line, diag.Column, diag.Gutter, line, col, line)
 	}
-	if s := d.text("#diagnostics li.error"); !strings.Contains(s, `Did you mean "sliding_log"?`) {
+	if s := d.text("#diagnostics li.error"); !strings.Contains(s, `Did you mean "`+name+`"?`) {
 		t.Errorf("the diagnostic says %q; want the did-you-mean", s)
 	}
 	d.exec(nil, `document.getElementById("text").blur()`)
@@ -92,8 +100,8 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	d.screenshot("2-diagnostic")
 
 	// Fixed again: no error left.
-	selectText(d, src, at+len(`algorithm = "`), len("sliding_lgo"))
-	d.sendKeys("#text", "sliding_log")
+	selectText(d, src, at+len(`algorithm = "`), len(typo))
+	d.sendKeys("#text", name)
 	d.waitFor("the fix validated", nil, `return !document.querySelector("#diagnostics li.error") && !document.querySelector("#gutter .ln.error") && document.getElementById("status").textContent`)
 	if got, want := d.text("#status"), Validate(first.Files).Summary; got != want {
 		t.Errorf("status after the fix %q, want %q", got, want)

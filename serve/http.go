@@ -94,8 +94,12 @@ type decideRequest struct {
 	Cost       *int64            `json:"cost"`
 	// AtMost makes one request (attributes and cost) a partial admission of up to cost
 	// units (engine.AllowAtMost): the answer's granted says how many were charged.
-	AtMost   bool `json:"at_most"`
-	Requests []struct {
+	AtMost bool `json:"at_most"`
+	// MaxDelayMs lets one request (attributes, cost 1) wait up to that many milliseconds
+	// for its turn rather than be denied (engine.Wait): the answer comes when its slot
+	// does, with delay_ms the wait; a client that hangs up gives the slot back.
+	MaxDelayMs *int64 `json:"max_delay_ms"`
+	Requests   []struct {
 		Attributes map[string]string `json:"attributes"`
 		Cost       *int64            `json:"cost"`
 	} `json:"requests"`
@@ -110,7 +114,9 @@ type decisionBody struct {
 	Decider      string `json:"decider,omitempty"`
 	// Granted, for a request with at_most, is the units granted and charged (0 when
 	// denied).
-	Granted *int64     `json:"granted,omitempty"`
+	Granted *int64 `json:"granted,omitempty"`
+	// DelayMs, for a request with max_delay_ms, is how long it waited for its turn.
+	DelayMs *int64     `json:"delay_ms,omitempty"`
 	Lease   string     `json:"lease,omitempty"`
 	Rules   []ruleBody `json:"rules"`
 }
@@ -153,6 +159,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 	case body.AtMost && body.Cost != nil && *body.Cost < 1:
 		problem(w, http.StatusBadRequest, "Not a decision request", "at_most needs a cost of at least 1: the most units to grant")
 		return
+	case body.MaxDelayMs != nil && (peek || body.Requests != nil || body.AtMost || body.Cost != nil && *body.Cost != 1):
+		problem(w, http.StatusBadRequest, "Not a decision request", "max_delay_ms applies to one request of cost 1 (attributes) of /v1/decide, not to requests, at_most, other costs, nor to /v1/peek")
+		return
+	case body.MaxDelayMs != nil && (*body.MaxDelayMs < 0 || *body.MaxDelayMs > MaxDelayMs):
+		problem(w, http.StatusBadRequest, "Not a decision request", fmt.Sprintf("max_delay_ms must be from 0 to %d (MaxDelayMs), not %d", MaxDelayMs, *body.MaxDelayMs))
+		return
 	case body.Requests != nil && (body.Attributes != nil || body.Cost != nil):
 		problem(w, http.StatusBadRequest, "Not a decision request", "give either attributes (and cost) or requests, not both")
 		return
@@ -178,9 +190,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 	e := s.Engine()
 	var d *engine.Decision
 	var err error
-	if body.AtMost {
+	switch {
+	case body.AtMost:
 		d, err = e.AllowAtMost(r.Context(), rs[0], ns[0])
-	} else {
+	case body.MaxDelayMs != nil:
+		d, err = e.Wait(r.Context(), rs[0], time.Duration(*body.MaxDelayMs)*time.Millisecond)
+	default:
 		d, err = e.AllowAll(r.Context(), rs, ns)
 	}
 	if err != nil {
@@ -197,6 +212,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 	}
 	if body.AtMost {
 		out.Granted = &d.Granted
+	}
+	if body.MaxDelayMs != nil {
+		waited := ms(d.Delay)
+		out.DelayMs = &waited
 	}
 	for i, rr := range d.Rules {
 		out.Rules[i] = ruleBody{

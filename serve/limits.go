@@ -44,6 +44,10 @@ const (
 	MaxBatch = 128
 	// MaxAttributes bounds the attributes of one HTTP request.
 	MaxAttributes = 64
+	// MaxDelayMs bounds an HTTP decision's max_delay_ms: a request that waits for its
+	// turn holds its connection that long at most, within the listener's write timeout
+	// (10s by default).
+	MaxDelayMs = 5000
 )
 
 // The bounds of the HTTP API and the engine agree: a full batch of requests that each
