@@ -119,24 +119,29 @@ func TestDocsRuntime(t *testing.T) {
 	checkBlocks(t, abs, "docs/runtime.md", blocks)
 }
 
-// TestDocsCalendar holds docs/calendar.md to the repository, as TestDocsRuntime does.
-func TestDocsCalendar(t *testing.T) {
+// TestDocsQuotas holds docs/calendar.md and docs/delays.md to the repository, as
+// TestDocsRuntime does its page.
+func TestDocsQuotas(t *testing.T) {
 	if raceEnabled {
 		t.Skip("runs verify at its default budget; checked without the race detector (make proofs)")
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "calendar.md"))
-	if err != nil {
-		t.Fatal(err)
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := fencedBlocks(t, "docs/calendar.md", string(doc))
-	if len(blocks) < 4 {
-		t.Fatalf("only %d fenced blocks in docs/calendar.md", len(blocks))
+	for _, page := range []string{"calendar.md", "delays.md"} {
+		t.Run(page, func(t *testing.T) {
+			doc, err := os.ReadFile(filepath.Join(root, "docs", page))
+			if err != nil {
+				t.Fatal(err)
+			}
+			blocks := fencedBlocks(t, "docs/"+page, string(doc))
+			if len(blocks) < 3 {
+				t.Fatalf("only %d fenced blocks in docs/%s", len(blocks), page)
+			}
+			checkBlocks(t, abs, "docs/"+page, blocks)
+		})
 	}
-	checkBlocks(t, abs, "docs/calendar.md", blocks)
 }
 
 // TestDocsPluginVerifies: the guide's plugin policy passes verify at its default budget
