@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rlctl/rlctl/internal/redistest"
 )
 
 // waitPolicy lets each address one request a second, with no burst beyond it.
@@ -92,5 +94,23 @@ policy "p" {
 	clocks := waitPolicy + strings.Replace(strings.Replace(waitPolicy, `policy "p"`, `policy "q"`, 1), `clock = "client"`, `clock = "server"`, 1)
 	if _, err := New(b, compile(t, clocks), WithClock(clock.now)).Wait(context.Background(), Attrs{"ip": "a"}, time.Second); !errors.Is(err, ErrRequest) || !strings.Contains(err.Error(), "one clock") {
 		t.Fatalf("two clocks: %v, want ErrRequest", err)
+	}
+}
+
+// TestWaitOnACluster: on a 3-node Redis Cluster, a sharded policy's request reserves its
+// slot in one call to its shard's node, as on one server.
+func TestWaitOnACluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	clock := newFrozen()
+	sharded := strings.Replace(waitPolicy, `clock = "client"`, `clock = "client"`+"\n  shard = request.ip", 1)
+	e := New(NewRedis(cl.Client(t)), compile(t, sharded), WithClock(clock.now), WithTimeout(time.Minute),
+		WithSleep(func(context.Context, time.Duration) error { return nil }))
+	for _, ip := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3"} {
+		for i := range 3 {
+			d, err := e.Wait(context.Background(), Attrs{"ip": ip}, 2*time.Second)
+			if err != nil || !d.Allowed || d.Delay != time.Duration(i)*time.Second {
+				t.Fatalf("%s #%d: %+v %v; want allowed after %ds", ip, i+1, d, err, i)
+			}
+		}
 	}
 }
