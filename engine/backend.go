@@ -493,10 +493,14 @@ const loadTimeout = 5 * time.Second
 type loads struct {
 	mu      sync.Mutex
 	running map[string]*loading // by server (serverOf)
-	// done counts the loads that succeeded, on any server: a call that saw the script
-	// missing although a load succeeded after the call was sent asks again before it
-	// loads.
-	done atomic.Uint64
+	// done counts the loads that succeeded, on any server, and loaded holds, per server,
+	// done's value when a load there last succeeded: a call that saw the script missing
+	// on a server where a load succeeded after the call was sent asks again before it
+	// loads. (A load on another server says nothing of this one: on a cluster whose
+	// primaries all lack the library, a call must not spend its loads waiting for the
+	// other primaries'.)
+	done   atomic.Uint64
+	loaded map[string]uint64
 	sent atomic.Uint64 // loads started (ScriptLoads)
 }
 
@@ -509,12 +513,12 @@ type loading struct {
 // epoch returns the count of loads done, to pass to await by a call about to be sent.
 func (l *loads) epoch() uint64 { return l.done.Load() }
 
-// await returns at once when a load succeeded since epoch; otherwise it starts load on
+// await returns at once when a load on server succeeded since epoch; otherwise it starts load on
 // server unless a load runs there already, and waits for the one that runs until ctx
 // ends. It returns the load's error, or errLoadWait wrapping ctx's error.
 func (l *loads) await(ctx context.Context, server string, epoch uint64, load func(context.Context) error) error {
 	l.mu.Lock()
-	if l.done.Load() != epoch {
+	if l.loaded[server] > epoch {
 		l.mu.Unlock()
 		return nil
 	}
@@ -533,7 +537,10 @@ func (l *loads) await(ctx context.Context, server string, epoch uint64, load fun
 			l.mu.Lock()
 			delete(l.running, server)
 			if err == nil {
-				l.done.Add(1)
+				if l.loaded == nil {
+					l.loaded = map[string]uint64{}
+				}
+				l.loaded[server] = l.done.Add(1)
 			}
 			ld.err = err
 			l.mu.Unlock()

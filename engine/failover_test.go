@@ -65,7 +65,8 @@ func TestSlotMapTransitions(t *testing.T) {
 
 // TestLoadsSingleFlight: one load per server at a time, shared by every caller that
 // waits for it; a caller whose deadline ends stops waiting but not the load; a load that
-// succeeded since a call was sent is not repeated; a failed load reaches its waiters.
+// succeeded on the server since a call was sent is not repeated, one on another server
+// is; a failed load reaches its waiters.
 func TestLoadsSingleFlight(t *testing.T) {
 	var l loads
 	release := make(chan error)
@@ -129,6 +130,30 @@ func TestLoadsSingleFlight(t *testing.T) {
 	}
 	if l.epoch() != epoch {
 		t.Fatal("a failed load counted as done")
+	}
+	// A load on other servers says nothing of this one: a call that missed on c:1 while
+	// a:1 and b:1 loaded loads on c:1 (a cluster whose primaries all lack the library).
+	epoch = l.epoch()
+	for _, server := range []string{"a:1", "b:1"} {
+		go func() { results <- l.await(context.Background(), server, epoch, load(server)) }()
+		<-started
+		release <- nil
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() { results <- l.await(context.Background(), "c:1", epoch, load("c:1")) }()
+	select {
+	case s := <-started:
+		if s != "c:1" {
+			t.Fatalf("load started on %q, want c:1", s)
+		}
+	case err := <-results:
+		t.Fatalf("the call that missed on c:1 returned (%v) without a load there", err)
+	}
+	release <- nil
+	if err := <-results; err != nil {
+		t.Fatal(err)
 	}
 }
 
