@@ -501,7 +501,7 @@ type loads struct {
 	// other primaries'.)
 	done   atomic.Uint64
 	loaded map[string]uint64
-	sent atomic.Uint64 // loads started (ScriptLoads)
+	sent   atomic.Uint64 // loads started (ScriptLoads)
 }
 
 // loading is one load under way; err is set before done closes.
