@@ -332,18 +332,11 @@ func (e *Engine) AllowAtMost(ctx context.Context, r dsl.Request, n int64) (*Deci
 	if n > algorithms.MaxInt {
 		return nil, fmt.Errorf("%w: %d units is above 2^53", ErrRequest, n)
 	}
-	rules, gone, unl, err := e.collect(r, 1, 0, nil, nil)
+	rules, unl, err := e.rulesOf(r, 1, "AllowAtMost cannot grant in part; use AllowN")
 	if err != nil {
 		return nil, err
 	}
-	if len(rules) > MaxRules {
-		return nil, tooManyRules(len(rules))
-	}
-	rules = e.dropReplaced(rules, gone)
 	for _, p := range rules {
-		if p.call.Algorithm.HasLease() {
-			return nil, fmt.Errorf("%w: rule %s of policy %s holds concurrency leases, which AllowAtMost cannot grant in part; use AllowN", ErrRequest, p.rule.Name, p.policy.Name)
-		}
 		// An algorithm that takes at most max_cost a request is never asked for more.
 		if m, k := p.call.Algorithm.MaxCost, p.call.Cost; m > 0 && k > 0 {
 			n = min(n, m/k)
@@ -375,18 +368,9 @@ func (e *Engine) Wait(ctx context.Context, r dsl.Request, maxDelay time.Duration
 	if maxDelay < 0 {
 		return nil, fmt.Errorf("%w: negative max delay %v", ErrRequest, maxDelay)
 	}
-	rules, gone, unl, err := e.collect(r, 1, 0, nil, nil)
+	rules, unl, err := e.rulesOf(r, 1, "a request cannot reserve ahead; use Allow")
 	if err != nil {
 		return nil, err
-	}
-	if len(rules) > MaxRules {
-		return nil, tooManyRules(len(rules))
-	}
-	rules = e.dropReplaced(rules, gone)
-	for _, p := range rules {
-		if p.call.Algorithm.HasLease() {
-			return nil, fmt.Errorf("%w: rule %s of policy %s holds concurrency leases, which a request cannot reserve ahead; use Allow", ErrRequest, p.rule.Name, p.policy.Name)
-		}
 	}
 	d, err := e.run(ctx, rules, rules, nil, true, 0, min(maxDelay.Microseconds(), algorithms.MaxInt))
 	if err != nil {
@@ -726,15 +710,34 @@ func tooManyRules(n int) error {
 	return fmt.Errorf("%w: %d rules apply, more than the %d one decision may check (engine.MaxRules)", ErrRequest, n, MaxRules)
 }
 
-func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision, error) {
+// rulesOf returns the rules that apply to request r of n units, those replaced dropped,
+// and whether an unlimited block names it. A request that more than MaxRules rules apply
+// to is refused with ErrRequest, and so, when leases is not "", is one that a rule holding
+// concurrency leases applies to: leases says what cannot be done with them.
+func (e *Engine) rulesOf(r dsl.Request, n int64, leases string) ([]pending, bool, error) {
 	rules, gone, unl, err := e.collect(r, n, 0, nil, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(rules) > MaxRules {
+		return nil, false, tooManyRules(len(rules))
+	}
+	rules = e.dropReplaced(rules, gone)
+	if leases != "" {
+		for _, p := range rules {
+			if p.call.Algorithm.HasLease() {
+				return nil, false, fmt.Errorf("%w: rule %s of policy %s holds concurrency leases, which %s", ErrRequest, p.rule.Name, p.policy.Name, leases)
+			}
+		}
+	}
+	return rules, unl, nil
+}
+
+func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision, error) {
+	rules, unl, err := e.rulesOf(r, n, "")
 	if err != nil {
 		return nil, err
 	}
-	if len(rules) > MaxRules {
-		return nil, tooManyRules(len(rules))
-	}
-	rules = e.dropReplaced(rules, gone)
 	d, err := e.run(ctx, rules, rules, nil, n > 0, 0, -1)
 	if d != nil {
 		if unl {
