@@ -126,7 +126,7 @@ func (r *report) write(w io.Writer) {
 
 	if len(r.mem) > 0 {
 		fmt.Fprintf(w, "\n#### Memory per key (%s keys each, one request of cost 1 per key)\n\n", thousands(float64(r.memKeys)))
-		fmt.Fprintf(w, "| keys written by | type (encoding) | sample key | MEMORY USAGE, bytes (mean of %d samples) | used_memory growth ÷ keys, bytes |\n|---|---|---|---:|---:|\n", memSamples)
+		fmt.Fprintf(w, "| keys written by | type (encoding) | sample key | MEMORY USAGE, bytes (mean of %d samples) | used_memory growth less client buffers ÷ keys, bytes |\n|---|---|---|---:|---:|\n", memSamples)
 		for _, m := range r.mem {
 			fmt.Fprintf(w, "| %s | %s | `%s` | %.0f | %.0f |\n", m.name, m.encoding, m.key, m.usage, m.used)
 		}
