@@ -566,6 +566,9 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 		o.states[r.Key] = states[0].retune(c.Now, figures)
 		return Reply{Allowed: true, Now: c.Now}, nil
 	}
+	if c.Op == OpOwe {
+		return o.owe(c, states)
+	}
 	if c.Op == OpRefund {
 		for i, r := range c.Rules {
 			if r.Cost > 0 {
@@ -629,6 +632,58 @@ func (o *Oracle) Do(c *Call) (Reply, error) {
 		}
 	}
 	return rep, nil
+}
+
+// owe answers an OpOwe call c on states: each rule charged its cost unchecked (not a key
+// on its exempt list), then peeked at.
+func (o *Oracle) owe(c *Call, states []state) (Reply, error) {
+	for i, r := range c.Rules {
+		if r.Cost > 0 && !r.Algorithm.CarriesDebt() {
+			return Reply{}, fmt.Errorf("rule %d: %s carries no debt", i+1, r.Algorithm.Name)
+		}
+	}
+	rep := Reply{Allowed: true, Now: c.Now, Rules: make([]RuleResult, len(c.Rules))}
+	for i, r := range c.Rules {
+		s := states[i]
+		if r.Cost > 0 && r.Lists.on(r.Key, o.members) != listExempt {
+			s = owe(s, c.Now, r.Cost)
+			o.states[r.Key] = s
+		}
+		rep.Rules[i], _ = checkRule(s, c.Now, 0, "")
+	}
+	return rep, nil
+}
+
+// maxDebt is the fixed-point bound the script holds a debt to (2^52): see each
+// algorithm's owe in lua/.
+const maxDebt = MaxInt / 2
+
+// owe is s charged cost at now without a check, held to the script's bounds.
+func owe(s state, now, cost int64) state {
+	switch s := s.(type) {
+	case fixedState:
+		s.n, s.w = min(s.count(now)+cost, maxDebt), s.win(now)
+		return s
+	case windowState:
+		cur, prev := s.view(now)
+		s.w, s.c, s.p = floorDiv(s.eff(now), s.window), min(cur+cost, MaxInt/4/s.window), prev
+		return s
+	case bucketState:
+		s.tokens, s.t = maxRat(sub(s.at(now), rat(cost)), frac(-maxDebt, s.period)), max(s.t, now)
+		return s
+	case leakyState:
+		s.level, s.t = minRat(add(s.at(now), rat(cost)), frac(maxDebt, s.period)), max(s.t, now)
+		return s
+	case gcraState:
+		scale := s.rate // the script keeps D scaled by the rate, or in µs when T is whole
+		if s.period%s.rate == 0 {
+			scale = 1
+		}
+		d := minRat(add(s.delay(now), mul(rat(cost), frac(s.period, s.rate))), frac(maxDebt, scale))
+		s.tat = add(rat(now), d)
+		return s
+	}
+	panic(fmt.Sprintf("owe: %T carries no debt", s))
 }
 
 // delayOf returns how long an OpDelay call c denied at its instant (rep, with the blocks

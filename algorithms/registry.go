@@ -168,6 +168,14 @@ func (a *Algorithm) IsLeaseSlot(i int) bool {
 	return ok && p.Kind == Lease
 }
 
+// CarriesDebt reports whether a rule of a may be charged past its limit (OpOwe): the
+// built-ins whose state earns a charge back over time or at a window's end (fixed_window,
+// sliding_window, token_bucket, leaky_bucket, gcra). sliding_log, concurrency and plugins
+// do not.
+func (a *Algorithm) CarriesDebt() bool {
+	return IsBuiltin(a) && slices.Contains([]string{"fixed_window", "sliding_window", "token_bucket", "leaky_bucket", "gcra"}, a.Name)
+}
+
 // HasLease reports whether the algorithm takes a Lease parameter: its requests hold what
 // they are granted until released (concurrency).
 func (a *Algorithm) HasLease() bool {

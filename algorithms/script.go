@@ -117,17 +117,19 @@ func Assemble(algs []*Algorithm, rules ...*Compiled) (*Script, error) {
 		c.name = "@" + strconv.Itoa(c.Index)
 		compiled[i] = c
 	}
-	write("\nlocal builtins = {}\nlocal function load_algorithm(name)\nlocal b = builtins[name]\nif b then\nreturn b[1], b[2], b[3], b[4], b[5], b[6]\nend\n", "", "")
+	write("\nlocal builtins = {}\nlocal function load_algorithm(name)\nlocal b = builtins[name]\nif b then\nreturn b[1], b[2], b[3], b[4], b[5], b[6], b[7]\nend\n", "", "")
 	for _, a := range algs {
-		write(fmt.Sprintf("if name == '%s' then\nlocal params, validate, check, commit, refund, retune\n", a.Name), "", "")
+		write(fmt.Sprintf("if name == '%s' then\nlocal params, validate, check, commit, refund, retune, owe\n", a.Name), "", "")
 		if !IsBuiltin(a) {
 			write(fmt.Sprintf("local subkey = subkey_of({%s})\n", luaStrings(a.Keys)), "", "")
 		}
 		write(a.Source, a.Name+".lua", a.Name)
 		if IsBuiltin(a) {
-			write("\nbuiltins[name] = {params, validate or false, check, commit, refund or false, retune or false}\n", "", "")
+			// Only a built-in carries a debt (owe): a plugin's contract has no such function.
+			write("\nbuiltins[name] = {params, validate or false, check, commit, refund or false, retune or false, owe or false}\nreturn params, validate or false, check, commit, refund or false, retune or false, owe or false\nend\n", "", "")
+			continue
 		}
-		write("\nreturn params, validate or false, check, commit, refund or false, retune or false\nend\n", "", "")
+		write("\nreturn params, validate or false, check, commit, refund or false, retune or false, false\nend\n", "", "")
 	}
 	write("return nil\nend\n\n", "", "")
 	write(fastFactories(compiled), "", "")

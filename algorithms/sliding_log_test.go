@@ -309,12 +309,12 @@ func (e upgradeExec) run(calls []Call) ([]Reply, error) {
 	return out, nil
 }
 
-// withoutOverrides returns calls without their overrides: the per-unit layout's algorithms
-// have no retune.
+// withoutOverrides returns calls without their overrides and owes: the per-unit layout's
+// algorithms have no retune, and neither of its algorithms carries a debt.
 func withoutOverrides(calls []Call) []Call {
 	var out []Call
 	for _, c := range calls {
-		if c.Op == OpOverride {
+		if c.Op == OpOverride || c.Op == OpOwe {
 			continue
 		}
 		c.Rules = slices.Clone(c.Rules)
@@ -328,7 +328,8 @@ func withoutOverrides(calls []Call) []Call {
 
 // sameLeaseCost makes every release name its lease's cost, as the engine's releases do:
 // the per-unit layout released part of a lease of cost n > 1 when told a cost 1 < c < n,
-// which no caller does and the reference model does not follow. Partial admissions become
+// which no caller does and the reference model does not follow (a delay acquires as a
+// check does). Partial admissions become
 // checks of their units (the per-unit layout's script has no such op).
 func sameLeaseCost(calls []Call) {
 	cost := map[string]int64{}
@@ -341,7 +342,7 @@ func sameLeaseCost(calls []Call) {
 		}
 		for j := range calls[i].Rules {
 			r := &calls[i].Rules[j]
-			if calls[i].Op == OpCheck {
+			if calls[i].Op == OpCheck || calls[i].Op == OpDelay {
 				cost[r.Lease] = r.Cost
 			} else if c, ok := cost[r.Lease]; ok {
 				r.Cost = c

@@ -216,6 +216,9 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 		switch rng.IntN(10) {
 		case 0:
 			c.Op = OpRefund
+			if rng.IntN(3) == 0 {
+				c.Op = OpOwe
+			}
 		case 8:
 			if rng.IntN(2) == 0 {
 				break
@@ -293,6 +296,8 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			switch x := rng.IntN(20); {
 			case c.Op == OpMost: // a cost per unit
 				cost = rng.Int64N(4)
+			case c.Op == OpOwe && !k.alg.CarriesDebt():
+				cost = 0 // only a rule that carries a debt may be charged past its limit
 			case x < 2:
 				cost = 0
 			case x < 11:

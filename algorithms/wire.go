@@ -20,6 +20,14 @@ const (
 	OpCheck Op = "check"
 	// OpRefund undoes a charge (cluster compensation, concurrency release).
 	OpRefund Op = "refund"
+	// OpOwe charges every rule its cost without a check: the overdraft of a settled
+	// reservation, which may take a key past its limit into a debt it earns back (as its
+	// algorithm earns back any charge) before it admits again. Every rule charged must be
+	// of an algorithm that CarriesDebt, else the call is an error and writes nothing; a key
+	// on its rule's exempt list is charged nothing. The reply is a check's, allowed, each
+	// rule's values those of a peek (cost 0) at the key afterwards, without its lists and
+	// box: a key in debt is denied, with the retry-after until the debt is earned back.
+	OpOwe Op = "owe"
 	// OpMost is a partial admission: it decides and charges, all or none, the largest
 	// number of units g <= Call.Units that every enforcing rule allows at once, each
 	// Rule.Cost being the rule's cost per unit. Reply.Granted is g; a denial (g = 0)
@@ -160,6 +168,7 @@ var (
 	argProtocol any = Protocol
 	argCheck    any = string(OpCheck)
 	argRefund   any = string(OpRefund)
+	argOwe      any = string(OpOwe)
 	argNone     any = ""
 	argFlags        = [32]any{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17", "18", "19", "20", "21", "22", "23", "24", "25", "26", "27", "28", "29", "30", "31"} // shadow (1), penalty box (2), overridable (4), lists (8), calendar (16)
 )
@@ -175,6 +184,8 @@ func (c *Call) AppendArgs(dst []any) ([]any, error) {
 	case OpCheck:
 	case OpRefund:
 		op = argRefund
+	case OpOwe:
+		op = argOwe
 	case OpMost:
 		if c.Units < 1 || c.Units > MaxInt {
 			return nil, fmt.Errorf("units %d out of range [1, 2^53]", c.Units)

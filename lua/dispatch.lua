@@ -6,6 +6,10 @@
 -- KEYS: one key per rule, in rule order. Keys must be distinct.
 -- ARGV: [1] protocol version (prelude.lua's PROTOCOL)
 --       [2] op: "check" (decide and charge, all or nothing), "refund" (undo a charge),
+--           "owe" (charge every rule's cost without a check, the overdraft of a settled
+--           reservation: a key may go past its limit, into a debt it earns back before it
+--           admits again; every rule charged must be of a built-in that carries a debt,
+--           else the call is an error and writes nothing; an exempt key is charged nothing),
 --           "most:N" (partial admission: decide and charge, all or nothing, the largest
 --           number of units g <= N that every enforcing rule allows, each rule's cost being
 --           then its cost per unit; see most below), "delay:M" (decide and charge, all or
@@ -48,6 +52,9 @@
 -- Reply (delay): the reply of the check that decided (per-rule values as seen at now +
 --   wait when the call waits, reset-after counted from now), then the wait in
 --   microseconds: 0 when allowed at once, -1 when denied.
+-- Reply (owe): a check's, allowed, each rule's values those of a peek (cost 0) at its key
+--   after the charge, as its algorithm sees it (without lists or box): a key in debt is
+--   denied, retry_after_us until the debt is earned back.
 -- Reply (refund, override): {1, 0, now_us, server_us}; reading an override, then the
 --   override in force or "".
 -- Reply (list): {1, 0, now_us, server_us, member (1 or 0)}.
@@ -78,13 +85,14 @@
 local further_ready = {}
 
 -- rule_at parses the rule whose values start at ARGV[a], rule r of the call, using
--- `loaded` for the algorithms the call instantiates (seven values each at i .. i+6: name,
--- params, validate, check, commit, refund, retune). It returns the rule's check, commit
+-- `loaded` for the algorithms the call instantiates (eight values each at i .. i+7: name,
+-- params, validate, check, commit, refund, retune, owe). It returns the rule's check, commit
 -- and refund functions (refund false when the algorithm has none), cost, shadow flag,
 -- parameters, the position of the next rule's values, its penalty box ({length, ceiling},
 -- or nil), for an overridable rule, what reading its override takes ({parameter
 -- kinds, validate, retune}, or nil) and its lists ({exempt name or false, deny name or
--- false, deny retry}, or nil); or nil and an error message. A compiled rule of a
+-- false, deny retry}, or nil) and its owe function (false when the algorithm has none);
+-- or nil and an error message. A compiled rule of a
 -- built-in keeps its algorithm's functions in its record (c[7] .. c[11]), so under FCALL a
 -- call finds everything in one table lookup; a rule with a check and commit of its own
 -- (c[12], c[13], algorithms/fast.go) keeps those instead of its algorithm's.
@@ -95,38 +103,39 @@ local further_ready = {}
 -- values and its commit takes them, with no table between.
 local function rule_at(ARGV, r, a, loaded, now)
   local name = ARGV[a]
-  local c, kinds, validate, check, commit, refund, retune
+  local c, kinds, validate, check, commit, refund, retune, owe
   if type(name) == 'string' and string.byte(name) == 64 then
     c = compiled_rule(name)
     if c == nil then
       return nil, 'rule ' .. r .. ': unknown compiled rule ' .. name
     end
-    kinds, validate, check, commit, refund = c[7], c[8], c[9], c[10], c[11]
+    kinds, validate, check, commit, refund, owe = c[7], c[8], c[9], c[10], c[11], c.owe
     name = c[1]
   end
   if check == nil then
     local base = 0
-    for i = 1, #loaded, 7 do
+    for i = 1, #loaded, 8 do
       if loaded[i] == name then
         base = i
       end
     end
     if base == 0 then
-      local params, v, ch, co, re, rt = load_algorithm(name)
+      local params, v, ch, co, re, rt, ow = load_algorithm(name)
       if params == nil then
         return nil, 'rule ' .. r .. ': unknown algorithm ' .. tostring(name)
       end
       base = #loaded + 1
       loaded[base], loaded[base + 1], loaded[base + 2] = name, params, v
       loaded[base + 3], loaded[base + 4], loaded[base + 5], loaded[base + 6] = ch, co, re, rt
+      loaded[base + 7] = ow
     end
     kinds, validate, check, commit, refund = loaded[base + 1], loaded[base + 2], loaded[base + 3], loaded[base + 4], loaded[base + 5]
-    retune = loaded[base + 6]
+    retune, owe = loaded[base + 6], loaded[base + 7]
     if c and c[6] then
       -- A rule with a check and commit of its own (c[12], c[13]: see algorithms/fast.go)
       -- decides with those.
       check, commit = c[12] or check, c[13] or commit
-      c[7], c[8], c[9], c[10], c[11] = kinds, validate, check, commit, refund
+      c[7], c[8], c[9], c[10], c[11], c.owe = kinds, validate, check, commit, refund, owe
       if c.ovr == true then
         c.ovr = {kinds, validate, retune}
       end
@@ -250,7 +259,7 @@ local function rule_at(ARGV, r, a, loaded, now)
   if ovr == true then
     return nil, 'rule ' .. r .. ': ' .. name .. ' takes no override'
   end
-  return check, commit, refund, cost, shadow, p, a + width + m, box, ovr, lists
+  return check, commit, refund, cost, shadow, p, a + width + m, box, ovr, lists, owe
 end
 
 -- overridden returns the parameters an overridable rule (ovr: {parameter kinds, validate,
@@ -787,7 +796,7 @@ local function main(KEYS, ARGV)
   local op = ARGV[2]
   local units -- op "most:N": N
   local wait -- op "delay:M": M
-  if op ~= 'check' and op ~= 'refund' and op ~= 'override' and op ~= 'list' and op ~= 'inspect' then
+  if op ~= 'check' and op ~= 'refund' and op ~= 'owe' and op ~= 'override' and op ~= 'list' and op ~= 'inspect' then
     if type(op) == 'string' and string.sub(op, 1, 5) == 'most:' then
       units = int_arg(string.sub(op, 6), 1)
     elseif type(op) == 'string' and string.sub(op, 1, 6) == 'delay:' then
@@ -836,7 +845,7 @@ local function main(KEYS, ARGV)
   end
 
   -- A call of one rule, the common case, needs none of the tables of a stack (below).
-  if n == 1 and not wait then
+  if n == 1 and not wait and op ~= 'owe' then
     return one(KEYS, ARGV, op, units, now, server_now)
   elseif op == 'override' or op == 'list' or op == 'inspect' then
     return redis.error_reply('RLCTL op ' .. op .. ' takes one rule')
@@ -863,6 +872,9 @@ local function main(KEYS, ARGV)
   local a = 7
   for r = 1, n do
     local c = ready[ARGV[a]] or further_ready[ARGV[a]]
+    if c and op == 'owe' and c.owe == nil then
+      c = nil -- a plugin's record, which has no owe: parsed below, which finds out
+    end
     if c then
       local cost = cost_arg(ARGV[a + 1])
       if cost == nil then
@@ -872,11 +884,11 @@ local function main(KEYS, ARGV)
       a = a + 2
     else
       loaded = loaded or {}
-      local check, commit, refund, cost, shadow, p, next_a, box, ovr, lists = rule_at(ARGV, r, a, loaded, now)
+      local check, commit, refund, cost, shadow, p, next_a, box, ovr, lists, owe = rule_at(ARGV, r, a, loaded, now)
       if check == nil then
         return redis.error_reply('RLCTL ' .. commit)
       end
-      c = {false, shadow, p, false, false, false, false, false, check, commit, refund, box = box, ovr = ovr, lists = lists}
+      c = {false, shadow, p, false, false, false, false, false, check, commit, refund, box = box, ovr = ovr, lists = lists, owe = owe}
       st[5 * r - 4] = cost
       a = next_a
     end
@@ -919,7 +931,7 @@ local function main(KEYS, ARGV)
         return redis.error_reply('RLCTL ' .. hold)
       end
       if p ~= c[3] then
-        rs[r] = {c[1], c[2], p, c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], box = c.box, lists = c.lists}
+        rs[r] = {c[1], c[2], p, c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], box = c.box, lists = c.lists, owe = c.owe}
       end
       if hold then
         holds = holds or {}
@@ -939,6 +951,29 @@ local function main(KEYS, ARGV)
       end
     end
     return {1, 0, now, server_now}
+  end
+
+  if op == 'owe' then
+    -- Every rule charged must carry a debt before any is.
+    for r = 1, n do
+      if not rs[r].owe and st[5 * r - 4] > 0 then
+        return redis.error_reply('RLCTL rule ' .. r .. ': its algorithm carries no debt (owe)')
+      end
+    end
+    local out = {1, 0, now, server_now}
+    for r = 1, n do
+      local c, cost = rs[r], st[5 * r - 4]
+      -- An exempt key is charged nothing, as a check peeks at it.
+      if cost > 0 and not (c.lists and listed(KEYS[r], c.lists) == 'exempt') then
+        c.owe(KEYS[r], now, cost, c[3])
+        if holds and holds[r] then
+          expire_us(KEYS[r], holds[r] - now)
+        end
+      end
+      local o = 5 * r
+      out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = c[9](KEYS[r], now, 0, c[3])
+    end
+    return out
   end
 
   -- Phase 1: check every rule; no writes.

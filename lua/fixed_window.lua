@@ -69,6 +69,18 @@ function refund(key, now, cost, p)
   end
 end
 
+-- owe counts cost in the window without a check (the overdraft of a settled reservation):
+-- the count goes past the limit and the window denies until it ends. The count is held
+-- at most 2^52.
+function owe(key, now, cost, p)
+  local win, ends, n = used(key, now, p)
+  local n2 = n + cost
+  if n2 > MAX_INT / 2 then
+    n2 = MAX_INT / 2
+  end
+  call('HSET', key, 'w', win, 'n', n2)
+  expire_us(key, ends - now)
+end
 
 -- retune (an override's change; see prelude.lua's OVR): what the key counted carries as it
 -- is, against the new limit. The window is the key's clock and does not change.

@@ -123,6 +123,23 @@ function refund(key, now, cost, p)
   store(key, now, d, rate, ttl)
 end
 
+-- owe charges cost without a check (the overdraft of a settled reservation): the TAT
+-- moves on by cost*T from max(TAT, now), past the burst when that is where it goes, so
+-- the key denies until the debt is earned back (D within the burst again). D is held at
+-- most 2^52 (scaled by rate), past any rule's period.
+function owe(key, now, cost, p)
+  local rate, period = whole(p[1], p[2])
+  local d = delay(key, now, rate) + cost * period
+  if d > MAX_INT / 2 then
+    d = MAX_INT / 2
+  end
+  local ttl = d
+  if rate ~= 1 then
+    ttl = ceil(d / rate)
+  end
+  store(key, now, d, rate, ttl)
+end
+
 -- retune (an override's change; see prelude.lua's OVR) converts the key's state at at
 -- from parameters p to q (its TTLs counted from the call's instant now >= at): the cells the key has used, D/T rounded up to a whole cell and at
 -- most q's burst, are its use under q, D' = used * T'.

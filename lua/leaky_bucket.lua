@@ -44,7 +44,7 @@ function check(key, now, cost, p)
   local l, t = level(key, now, rate)
   local skew = t - now
   if cost > capacity then
-    return 0, floor((full - l) / period), -1, skew + ceil(l / rate), capacity
+    return 0, nonneg(floor((full - l) / period)), -1, skew + ceil(l / rate), capacity
   end
   local l2 = l + cost * period
   if l2 <= full then
@@ -52,7 +52,7 @@ function check(key, now, cost, p)
     local remaining = floor((full - l2) / period)
     return 1, remaining, 0, reset, capacity, {l2, t, reset}, remaining + cost, skew + ceil(l / rate)
   end
-  return 0, floor((full - l) / period), skew + ceil((l2 - full) / rate), skew + ceil(l / rate), capacity
+  return 0, nonneg(floor((full - l) / period)), skew + ceil((l2 - full) / rate), skew + ceil(l / rate), capacity
 end
 
 function commit(key, w)
@@ -72,6 +72,19 @@ function refund(key, now, cost, p)
   expire_us(key, (t - now) + ceil(l2 / rate))
 end
 
+-- owe pours cost in without a check (the overdraft of a settled reservation): the level
+-- goes above the capacity, a debt the leak drains before the bucket admits again. The
+-- level is held at most 2^52 (fixed point).
+function owe(key, now, cost, p)
+  local rate, period = p[2], p[3]
+  local l, t = level(key, now, rate)
+  local l2 = l + cost * period
+  if l2 > MAX_INT / 2 then
+    l2 = MAX_INT / 2
+  end
+  call('HSET', key, 'l', l2, 't', t)
+  expire_us(key, (t - now) + ceil(l2 / rate))
+end
 
 -- retune (an override's change; see prelude.lua's OVR) converts the key's state at at
 -- from parameters p to q (its TTLs counted from the call's instant now >= at): the level, rounded up to a whole unit and at most q's capacity,

@@ -44,7 +44,7 @@ function check(key, now, cost, p)
   local l, t = level(key, now, full, rate)
   local skew = t - now -- > 0 only when a client clock went backwards
   if cost > capacity then
-    return 0, floor(l / period), -1, skew + ceil((full - l) / rate), capacity
+    return 0, nonneg(floor(l / period)), -1, skew + ceil((full - l) / rate), capacity
   end
   local c = cost * period
   if l >= c then
@@ -53,7 +53,7 @@ function check(key, now, cost, p)
     local remaining = floor(l2 / period)
     return 1, remaining, 0, reset, capacity, {l2, t, reset}, remaining + cost, skew + ceil((full - l) / rate)
   end
-  return 0, floor(l / period), skew + ceil((c - l) / rate), skew + ceil((full - l) / rate), capacity
+  return 0, nonneg(floor(l / period)), skew + ceil((c - l) / rate), skew + ceil((full - l) / rate), capacity
 end
 
 function commit(key, w)
@@ -74,6 +74,20 @@ function refund(key, now, cost, p)
   expire_us(key, (t - now) + ceil((full - l2) / rate))
 end
 
+-- owe takes cost without a check (the overdraft of a settled reservation): the tokens go
+-- below zero, a debt the refill earns back before the bucket admits again. The debt is
+-- held at most 2^52 (fixed point).
+function owe(key, now, cost, p)
+  local capacity, rate, period = p[1], p[2], p[3]
+  local full = capacity * period
+  local l, t = level(key, now, full, rate)
+  local l2 = l - cost * period
+  if l2 < -MAX_INT / 2 then
+    l2 = -MAX_INT / 2
+  end
+  call('HSET', key, 'l', l2, 't', t)
+  expire_us(key, (t - now) + ceil((full - l2) / rate))
+end
 
 -- retune (an override's change; see prelude.lua's OVR) converts the key's state at at
 -- from parameters p to q (its TTLs counted from the call's instant now >= at): the tokens the key has used, rounded up to a whole token and at
