@@ -15,8 +15,9 @@ import (
 
 // charged is a charge a decision made: the refund call that undoes it, and where it runs.
 type charged struct {
-	call  algorithms.Call
-	local bool // on the local fallback
+	call   algorithms.Call
+	local  bool // on the local fallback
+	client bool // of a policy on client clocks
 }
 
 // checked is how one group's check call ended.
@@ -136,7 +137,7 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 			defer cancel()
 		}
 		sent = e.clock().UnixMicro()
-		if c.Op != algorithms.OpRefund {
+		if c.Op != algorithms.OpRefund && c.Op != algorithms.OpOwe { // a late one is still owed
 			c.Deadline = e.server.deadline(sent, wait.Microseconds())
 		}
 	}

@@ -240,6 +240,7 @@ type Decision struct {
 
 	held      []heldLease // concurrency leases taken, for Release
 	reserved  *charged    // Wait's reservation, given back when its wait ends early
+	charges   []charged   // every group's charge, for Reserve (run's keep)
 	unlimited []int       // the requests an unlimited block names, in order
 }
 
@@ -342,7 +343,7 @@ func (e *Engine) AllowAtMost(ctx context.Context, r dsl.Request, n int64) (*Deci
 			n = min(n, m/k)
 		}
 	}
-	d, err := e.run(ctx, rules, rules, nil, true, n, -1)
+	d, err := e.run(ctx, rules, rules, nil, true, n, -1, false)
 	if d != nil && unl {
 		d.unlimited = unlimitedFirst
 	}
@@ -372,7 +373,7 @@ func (e *Engine) Wait(ctx context.Context, r dsl.Request, maxDelay time.Duration
 	if err != nil {
 		return nil, err
 	}
-	d, err := e.run(ctx, rules, rules, nil, true, 0, min(maxDelay.Microseconds(), algorithms.MaxInt))
+	d, err := e.run(ctx, rules, rules, nil, true, 0, min(maxDelay.Microseconds(), algorithms.MaxInt), false)
 	if err != nil {
 		return nil, err
 	}
@@ -456,7 +457,7 @@ func (e *Engine) AllowAll(ctx context.Context, rs []dsl.Request, ns []int64) (*D
 	if err != nil {
 		return nil, err
 	}
-	d, err := e.run(ctx, all, uniq, fan, charging, 0, -1)
+	d, err := e.run(ctx, all, uniq, fan, charging, 0, -1, false)
 	if d != nil {
 		d.unlimited = unlimited
 	}
@@ -738,7 +739,7 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 	if err != nil {
 		return nil, err
 	}
-	d, err := e.run(ctx, rules, rules, nil, n > 0, 0, -1)
+	d, err := e.run(ctx, rules, rules, nil, n > 0, 0, -1, false)
 	if d != nil {
 		if unl {
 			d.unlimited = unlimitedFirst
@@ -755,7 +756,8 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 // is charged (not a peek). most > 0 makes it a partial admission of up to most units,
 // each rule's cost being its cost per unit (AllowAtMost). wait >= 0 lets a denied request
 // reserve the earliest slot within wait µs (Wait): the rules must then make one call.
-func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, charging bool, most, wait int64) (*Decision, error) {
+// keep records in an allowed Decision every group's charge (Decision.charges, for Settle).
+func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, charging bool, most, wait int64, keep bool) (*Decision, error) {
 	d := newDecision(len(all))
 	for i := range all {
 		w, ok := e.plan.windows[all[i].rule]
@@ -852,10 +854,10 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 		// What this group charged, and where: every rule on the backend, or after a
 		// failure only the rules the local fallback ran. The last group's charge is never
 		// refunded here (no group after it can deny), so only its leases are kept.
-		if gi == len(groups)-1 && !slices.ContainsFunc(call.Rules, func(r algorithms.Rule) bool { return r.Algorithm.HasLease() }) {
+		if !keep && gi == len(groups)-1 && !slices.ContainsFunc(call.Rules, func(r algorithms.Rule) bool { return r.Algorithm.HasLease() }) {
 			continue
 		}
-		c := charged{call: algorithms.Call{Op: algorithms.OpRefund, Now: rep.Now}, local: res.src != FromBackend}
+		c := charged{call: algorithms.Call{Op: algorithms.OpRefund, Now: rep.Now, Skew: call.Skew}, local: res.src != FromBackend, client: g.client}
 		for k := range call.Rules {
 			if res.src == FromBackend || res.onLocal[k] {
 				r := call.Rules[k]
@@ -900,6 +902,9 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 			excess = append(excess, x)
 		}
 		e.refund(ctx, excess)
+	}
+	if d.Allowed && keep {
+		d.charges = done
 	}
 	if !d.Allowed {
 		// Cluster compensation: groups already charged give their charge back.
