@@ -25,6 +25,9 @@ type config struct {
 	denied     func(http.ResponseWriter, *http.Request, *engine.Decision)
 	onError    func(http.ResponseWriter, *http.Request, error, http.Handler)
 	maxDelay   time.Duration // WithDelay; 0: Allow
+	settle     bool          // WithSettle
+	estimate   int64         // WithSettle's estimate
+	count      func(status int) bool
 }
 
 // WithDelay makes the middleware delay a request rather than refuse it when its turn
@@ -136,10 +139,20 @@ func Middleware(e *engine.Engine, opts ...Option) func(http.Handler) http.Handle
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			q := &request{r: r, c: c}
 			var d *engine.Decision
+			var res *engine.Reservation
 			var err error
-			if c.maxDelay > 0 {
+			switch {
+			case c.settle || c.count != nil:
+				estimate := c.estimate
+				if !c.settle {
+					estimate = 1
+				}
+				if res, err = e.Reserve(r.Context(), q, estimate); err == nil {
+					d = res.Decision
+				}
+			case c.maxDelay > 0:
 				d, err = e.Wait(r.Context(), q, c.maxDelay)
-			} else {
+			default:
 				d, err = e.Allow(r.Context(), q)
 			}
 			if err != nil {
@@ -153,6 +166,10 @@ func Middleware(e *engine.Engine, opts ...Option) func(http.Handler) http.Handle
 				} else {
 					c.deny(w, d, retry)
 				}
+				return
+			}
+			if res != nil {
+				c.serveSettled(w, r, next, res)
 				return
 			}
 			if mayHoldLease(d) {
