@@ -34,7 +34,12 @@ var openapi []byte
 //	                  (engine.AllowAtMost)
 //	POST /v1/peek     what /v1/decide would answer, charging nothing (a penalty box's
 //	                  block shows as a denial until it ends)
+//	                  with settle, charge one request's estimated cost and answer a
+//	                  reservation (engine.Reserve)
 //	POST /v1/release  give back the concurrency leases of an allowed decision
+//	POST /v1/settle   settle a reservation with the request's true cost: the
+//	                  difference given back, or the overdraft owed (Reservation.Settle);
+//	                  one not settled within ReservationTTL keeps its estimate
 //	POST /v1/reset    forget a request's counters and blocks (engine.Reset): every key of the
 //	                  rules that apply to it starts afresh; callers with the admin
 //	                  right only (Config.Admin: 403 otherwise), each reset logged
@@ -71,6 +76,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/decide", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, false) })
 	mux.HandleFunc("POST /v1/peek", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, true) })
 	mux.HandleFunc("POST /v1/release", s.release)
+	mux.HandleFunc("POST /v1/settle", s.settle)
 	mux.HandleFunc("POST /v1/reset", s.reset)
 	mux.HandleFunc("POST /v1/overrides/{op}", s.override)
 	mux.HandleFunc("POST /v1/lists/{op}", s.list)
@@ -99,7 +105,11 @@ type decideRequest struct {
 	// for its turn rather than be denied (engine.Wait): the answer comes when its slot
 	// does, with delay_ms the wait; a client that hangs up gives the slot back.
 	MaxDelayMs *int64 `json:"max_delay_ms"`
-	Requests   []struct {
+	// Settle makes one request (attributes and cost, the estimate) a reservation
+	// (engine.Reserve): the answer's reservation is the id /v1/settle takes with the
+	// true cost.
+	Settle   bool `json:"settle"`
+	Requests []struct {
 		Attributes map[string]string `json:"attributes"`
 		Cost       *int64            `json:"cost"`
 	} `json:"requests"`
@@ -116,9 +126,11 @@ type decisionBody struct {
 	// denied).
 	Granted *int64 `json:"granted,omitempty"`
 	// DelayMs, for a request with max_delay_ms, is how long it waited for its turn.
-	DelayMs *int64     `json:"delay_ms,omitempty"`
-	Lease   string     `json:"lease,omitempty"`
-	Rules   []ruleBody `json:"rules"`
+	DelayMs *int64 `json:"delay_ms,omitempty"`
+	Lease   string `json:"lease,omitempty"`
+	// Reservation, for an allowed request with settle, is the id to give /v1/settle.
+	Reservation string     `json:"reservation,omitempty"`
+	Rules       []ruleBody `json:"rules"`
 }
 
 type ruleBody struct {
@@ -162,6 +174,9 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 	case body.MaxDelayMs != nil && (peek || body.Requests != nil || body.AtMost || body.Cost != nil && *body.Cost != 1):
 		problem(w, http.StatusBadRequest, "Not a decision request", "max_delay_ms applies to one request of cost 1 (attributes) of /v1/decide, not to requests, at_most, other costs, nor to /v1/peek")
 		return
+	case body.Settle && (peek || body.Requests != nil || body.AtMost || body.MaxDelayMs != nil):
+		problem(w, http.StatusBadRequest, "Not a decision request", "settle applies to one request (attributes and cost, the estimate) of /v1/decide, not to requests, at_most, max_delay_ms, nor to /v1/peek")
+		return
 	case body.MaxDelayMs != nil && (*body.MaxDelayMs < 0 || *body.MaxDelayMs > MaxDelayMs):
 		problem(w, http.StatusBadRequest, "Not a decision request", fmt.Sprintf("max_delay_ms must be from 0 to %d (MaxDelayMs), not %d", MaxDelayMs, *body.MaxDelayMs))
 		return
@@ -189,8 +204,13 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 	}
 	e := s.Engine()
 	var d *engine.Decision
+	var res *engine.Reservation
 	var err error
 	switch {
+	case body.Settle:
+		if res, err = e.Reserve(r.Context(), rs[0], ns[0]); err == nil {
+			d = res.Decision
+		}
 	case body.AtMost:
 		d, err = e.AllowAtMost(r.Context(), rs[0], ns[0])
 	case body.MaxDelayMs != nil:
@@ -229,6 +249,11 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 			s.log.Warn("rlctl serve: too many unreleased leases; this one ends at its rule's ttl", "limit", maxLeases)
 		}
 	}
+	if res != nil && d.Allowed {
+		if out.Reservation = s.reservations.reserve(res); out.Reservation == "" {
+			s.log.Warn("rlctl serve: too many unsettled reservations; this one keeps its estimate", "limit", maxLeases)
+		}
+	}
 	httplimit.Headers(w.Header(), d)
 	writeJSON(w, http.StatusOK, out)
 }
@@ -254,6 +279,41 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = h.e.Release(r.Context(), h.d)
 	writeJSON(w, http.StatusOK, map[string]bool{"released": true})
+}
+
+type settleRequest struct {
+	Reservation string `json:"reservation"`
+	Cost        *int64 `json:"cost"`
+}
+
+// settle settles a reservation of /v1/decide with its true cost (engine.Reservation's
+// Settle): 200 once settled, 404 for an id unknown, settled or past ReservationTTL, 400
+// for a cost the reservation's rules cannot settle (the reservation stays open).
+func (s *Server) settle(w http.ResponseWriter, r *http.Request) {
+	var body settleRequest
+	if err := readJSON(w, r, &body); err != nil {
+		refuse(w, "Not a settle request", err)
+		return
+	}
+	if body.Reservation == "" || body.Cost == nil {
+		problem(w, http.StatusBadRequest, "Not a settle request", "the body must be {\"reservation\": \"<id from /v1/decide>\", \"cost\": <the true cost>}")
+		return
+	}
+	h, ok := s.reservations.take(body.Reservation)
+	if !ok || h.res == nil {
+		problem(w, http.StatusNotFound, "No such reservation", "the reservation was settled already, was kept past its time (it keeps its estimate), or was never given")
+		return
+	}
+	if err := h.res.Settle(r.Context(), *body.Cost); err != nil {
+		if errors.Is(err, engine.ErrRequest) {
+			s.reservations.restore(body.Reservation, h)
+			problem(w, http.StatusBadRequest, "The reservation cannot settle at this cost", err.Error())
+		} else {
+			problem(w, http.StatusServiceUnavailable, "The backend failed", err.Error())
+		}
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"settled": true})
 }
 
 type resetRequest struct {

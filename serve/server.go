@@ -42,6 +42,8 @@ type Server struct {
 	cur    atomic.Pointer[state]
 	reload sync.Mutex // one reload at a time
 	leases leases
+	// reservations are the reservations of /v1/decide's settle, kept for /v1/settle.
+	reservations leases
 	// xds is the client of Config.XDS; nil without.
 	xds *xdsClient
 	// stats counts the Envoy decisions' statistics once NewEnvoyStats has made it.
@@ -165,6 +167,7 @@ func New(c Config) (*Server, error) {
 	if s.leases.now == nil {
 		s.leases.now = time.Now
 	}
+	s.reservations.now = s.leases.now
 	if _, local := c.Backend.(*engine.Local); !local {
 		// One on_error = "local" fallback for every engine a reload makes, so the counters
 		// it keeps during an outage survive a reload (each engine would start its own).
