@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"sync"
 	"time"
 
@@ -134,7 +133,11 @@ func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 				}
 				r.Cost = u * diff
 			} else {
-				r.Cost = refundable(&r, results[r.Key], u*-diff, elapsed)
+				if rr := results[r.Key]; rr != nil {
+					r.Cost = r.Refundable(u*-diff, rr.ResetAfter.Microseconds(), elapsed.Microseconds())
+				} else {
+					r.Cost = 0
+				}
 			}
 			if r.Cost > 0 {
 				call.Rules = append(call.Rules, r)
@@ -163,44 +166,4 @@ func (res *Reservation) Settle(ctx context.Context, actual int64) error {
 		}
 	}
 	return nil
-}
-
-// refundable is how much of want (units of rule r's key) a settlement may give back,
-// elapsed after the reservation began, given the reservation's result rr: what the
-// reservation's charge still weighs on the key (see Settle).
-func refundable(r *algorithms.Rule, rr *RuleResult, want int64, elapsed time.Duration) int64 {
-	if rr == nil {
-		return 0
-	}
-	left := rr.ResetAfter.Microseconds() - 1 - elapsed.Microseconds()
-	if left <= 0 || !algorithms.IsBuiltin(r.Algorithm) {
-		return 0
-	}
-	var rate, period int64
-	switch r.Algorithm.Name {
-	case "fixed_window":
-		// The window it was charged in still runs: the refund comes out of it.
-		return want
-	case "sliding_window", "sliding_log":
-		// A refund at the reservation's instant comes out of the window (or the log
-		// entries) it was charged in, or out of nothing once that has passed.
-		return want
-	case "gcra":
-		rate, period = r.Params[0], r.Params[1]
-	case "token_bucket", "leaky_bucket":
-		rate, period = r.Params[1], r.Params[2]
-	default:
-		return 0
-	}
-	if r.Overridable {
-		return 0 // the key may decide with an override's rate, which the engine does not see
-	}
-	// The units still outstanding if the key had been left alone since the reservation:
-	// the reservation's are the last of them.
-	n := new(big.Int).Mul(big.NewInt(left), big.NewInt(rate))
-	n.Quo(n, big.NewInt(period))
-	if n.IsInt64() {
-		return min(want, n.Int64())
-	}
-	return want
 }
