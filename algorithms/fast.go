@@ -212,25 +212,49 @@ call('HSET', key, 'l', l2, 't', t)
 const fastFixedWindow = `local function fast_fixed_window(LIMIT, WINDOW)
 local function check(key, now, cost)
 local win, n = floor(now / WINDOW), 0
-local st = call('HMGET', key, 'w', 'n')
+local st = call('HMGET', key, 'w', 'n', 'o', 'd', 'l')
 local w = tonumber(st[1])
+local io, d, l
+if w ~= nil and tonumber(st[3]) == w then
+d, l = tonumber(st[4]) or 0, tonumber(st[5]) or 0
+if d > 0 and l > 0 then
+io = w
+end
+end
 if w ~= nil and w >= win then
 win, n = w, tonumber(st[2]) or 0
+elseif io ~= nil then
+n = d - (win - io - 1) * l
+if n <= 0 then
+n, io = 0, nil
+end
 end
 local to_end = (win + 1) * WINDOW - now
 local reset = 0
 if n > 0 then
 reset = to_end
+if io ~= nil then
+reset = (io + 1 + ceil_div(d, l)) * WINDOW - now
+end
 end
 if cost > LIMIT then
 return 0, nonneg(LIMIT - n), -1, reset, LIMIT
 end
 if n + cost <= LIMIT then
-local peek = reset
-if cost > 0 then
-reset = to_end
+local peek, ttl = reset, to_end
+if io == win then
+ttl = reset
 end
-return 1, LIMIT - n - cost, 0, reset, LIMIT, win, LIMIT - n, peek, n + cost, to_end
+if cost > 0 then
+reset = ttl
+end
+return 1, LIMIT - n - cost, 0, reset, LIMIT, win, LIMIT - n, peek, n + cost, ttl
+end
+if io ~= nil then
+local after = io + 1 + ceil_div(nonneg(d + cost - LIMIT), l)
+if after > win + 1 then
+return 0, nonneg(LIMIT - n), after * WINDOW - now, reset, LIMIT
+end
 end
 return 0, nonneg(LIMIT - n), to_end, reset, LIMIT
 end

@@ -93,8 +93,12 @@ func floorDiv(a, b int64) int64 {
 // such a call, and searches only ask whether the window has moved on).
 type fixedState struct {
 	limit, window, w, n int64
-	cal                 bool
-	span                Span
+	// ow, d, l: owe wrote window ow with a debt of d past its limit l, which each later
+	// window earns back l of; it weighs on later windows while ow is the key's window (a
+	// charge in a later window takes what is left of it into its count).
+	ow, d, l int64
+	cal      bool
+	span     Span
 }
 
 // win is the window a request at now counts in.
@@ -109,12 +113,40 @@ func (s fixedState) win(now int64) int64 {
 	return max(floorDiv(now, s.window), s.w)
 }
 
+// owes reports whether the key's debt weighs on the windows after its own.
+func (s fixedState) owes() bool { return s.ow == s.w && s.d > 0 && s.l > 0 }
+
+// count is what the key holds in the window of now: its count in its own window; in a
+// later one what is left of its debt.
 func (s fixedState) count(now int64) int64 {
-	if s.win(now) == s.w {
+	win := s.win(now)
+	if win == s.w {
 		return s.n
+	}
+	if !s.owes() || s.cal && win >= s.span[SpanLen-1] {
+		// A calendar's debt ends with the periods the call carries, as the script's.
+		return 0
+	}
+	if k := s.index(win) - s.index(s.w) - 1; k < ceilDiv(s.d, s.l) {
+		return s.d - k*s.l
 	}
 	return 0
 }
+
+// index is window w's position: an aligned window's own index, a calendar period's
+// position among the span's bounds (1 to SpanLen), or -SpanLen before them all.
+func (s fixedState) index(w int64) int64 {
+	if !s.cal {
+		return w
+	}
+	for i := SpanLen - 1; i >= 0; i-- {
+		if w >= s.span[i] {
+			return int64(i + 1)
+		}
+	}
+	return -SpanLen
+}
+
 func (s fixedState) capacity() int64              { return s.limit }
 func (s fixedState) allowed(now, cost int64) bool { return s.count(now)+cost <= s.limit }
 func (s fixedState) empty(now int64) bool         { return s.count(now) == 0 }
@@ -124,8 +156,18 @@ func (s fixedState) charge(now, cost int64, _ string) state {
 }
 func (s fixedState) retune(_ int64, w []int64) state { s.limit = w[0]; return s }
 func (s fixedState) refund(now, cost int64, _ string) state {
-	if s.count(now) > 0 {
-		s.n = max(0, s.n-cost)
+	n := s.count(now)
+	win := s.win(now)
+	switch {
+	case n <= 0:
+	case win == s.w:
+		if s.ow == s.w {
+			s.d = max(0, s.d-cost)
+		}
+		s.n = max(0, n-cost)
+	default:
+		// What is left of a debt: the rest weighs on the windows after this one.
+		s.n, s.w, s.ow, s.d = max(0, n-cost), win, win, max(0, n-cost-s.l)
 	}
 	return s
 }
@@ -662,11 +704,15 @@ const maxDebt = MaxInt / 2
 func owe(s state, now, cost int64) state {
 	switch s := s.(type) {
 	case fixedState:
-		s.n, s.w = min(s.count(now)+cost, maxDebt), s.win(now)
-		return s
-	case windowState:
-		cur, prev := s.view(now)
-		s.w, s.c, s.p = floorDiv(s.eff(now), s.window), min(cur+cost, MaxInt/4/s.window), prev
+		n, w := min(s.count(now)+cost, maxDebt), s.win(now)
+		if s.cal {
+			// A calendar rule's debt ends within the periods its call carries.
+			n = min(n, max((SpanLen-s.index(w))*s.limit, 0))
+		}
+		if n <= 0 {
+			return s // nothing to owe: the script writes nothing
+		}
+		s.n, s.w, s.ow, s.d, s.l = n, w, w, max(0, n-s.limit), s.limit
 		return s
 	case bucketState:
 		s.tokens, s.t = maxRat(sub(s.at(now), rat(cost)), frac(-maxDebt, s.period)), max(s.t, now)

@@ -169,11 +169,12 @@ func (a *Algorithm) IsLeaseSlot(i int) bool {
 }
 
 // CarriesDebt reports whether a rule of a may be charged past its limit (OpOwe): the
-// built-ins whose state earns a charge back over time or at a window's end (fixed_window,
-// sliding_window, token_bucket, leaky_bucket, gcra). sliding_log, concurrency and plugins
-// do not.
+// built-ins whose state earns a debt back exactly, over time or window by window
+// (fixed_window, token_bucket, leaky_bucket, gcra). sliding_window (whose estimate would
+// weigh a debt settled late in a window as spread over it, and forget the rest), sliding_log,
+// concurrency and plugins do not.
 func (a *Algorithm) CarriesDebt() bool {
-	return IsBuiltin(a) && slices.Contains([]string{"fixed_window", "sliding_window", "token_bucket", "leaky_bucket", "gcra"}, a.Name)
+	return IsBuiltin(a) && slices.Contains([]string{"fixed_window", "token_bucket", "leaky_bucket", "gcra"}, a.Name)
 }
 
 // HasLease reports whether the algorithm takes a Lease parameter: its requests hold what
@@ -223,7 +224,7 @@ var builtin = []*Algorithm{
 		Commands: windowCmds,
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}, Bound: Ratio{2, 1},
 			Why: "fixed_window lets a burst straddle a window boundary: up to limit at the end of one window and limit again at the start of the next; use sliding_log, sliding_window or gcra for a smooth limit"},
-		Complexity: fixedWork(3, 4, KeyHash, 2, hashElementBytes),
+		Complexity: fixedWork(3, 10, KeyHash, 5, hashElementBytes),
 	},
 	{
 		Name:      "sliding_log",
@@ -247,7 +248,7 @@ var builtin = []*Algorithm{
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}, Bound: Ratio{2, 1},
 			Why: "sliding_window estimates the previous window's traffic as spread evenly, so traffic bunched at the end of a window gets up to 2×limit through in a window-long interval; use sliding_log where the limit must be exact"},
 		validate:   boundProduct("sliding_window", 0, 1, MaxInt/4, "limit × window (µs)"),
-		Complexity: fixedWork(3, 6, KeyHash, 3, hashElementBytes),
+		Complexity: fixedWork(3, 10, KeyHash, 5, hashElementBytes),
 	},
 	{
 		Name: "token_bucket",

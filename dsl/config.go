@@ -421,7 +421,11 @@ type Traffic struct {
 	AtMost bool
 	// MaxDelay (max_delay) makes each request wait up to that long for its turn rather
 	// than be denied (engine.Wait); 0: none.
-	MaxDelay  time.Duration
+	MaxDelay time.Duration
+	// Actual (actual) makes each request reserve Units as an estimate (engine.Reserve)
+	// and settle, when it finishes (after Hold), with the next of these true costs, in
+	// turn; nil: none.
+	Actual    []int64
 	DeclRange hcl.Range
 }
 
@@ -456,6 +460,8 @@ func (t *Traffic) Render(client int) (map[string]string, error) {
 //	waited(traffic)                how many of its allowed requests waited for their
 //	                               turn first (max_delay)
 //	max_wait(traffic)              the longest of those waits, in seconds (0: none)
+//	settled(traffic)               the true cost its settled requests came to (actual)
+//	owed(traffic)                  how much of that was over their estimates: owed
 //
 // and, to say what a Redis outage does (see Fault):
 //

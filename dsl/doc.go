@@ -100,6 +100,7 @@
 //	    units   = 8                # units each request asks for (AllowN's n); default 1
 //	    at_most = true             # grant the most of units that fit (AllowAtMost)
 //	    max_delay = "2s"           # wait up to this for a turn rather than be denied (Wait)
+//	    actual  = [120, 480, 2000] # reserve units as an estimate, settle each with the next (Reserve, Settle)
 //	  }
 //	  fault {                      # Redis failing; any number, never overlapping
 //	    kind  = "stall"            # stall | refuse | error | flush | restart

@@ -142,6 +142,8 @@ func (fakeOutcome) Allowed(string) int64                     { return 7 }
 func (fakeOutcome) Granted(string) int64                     { return 9 }
 func (fakeOutcome) Waited(string) int64                      { return 2 }
 func (fakeOutcome) MaxWait(string) time.Duration             { return time.Second }
+func (fakeOutcome) Settled(string) int64                     { return 500 }
+func (fakeOutcome) Owed(string) int64                        { return 50 }
 func (fakeOutcome) DeniedBy(string, string) int64            { return 3 }
 func (fakeOutcome) MaxAllowedIn(string, time.Duration) int64 { return 5 }
 func (fakeOutcome) DuringFault(string) (int64, int64)        { return 4, 1 }

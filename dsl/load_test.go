@@ -159,6 +159,8 @@ func (o mapOutcome) Allowed(t string) int64                       { return o.all
 func (o mapOutcome) Granted(t string) int64                       { return o.allowed[t] }
 func (o mapOutcome) Waited(string) int64                          { return 0 }
 func (o mapOutcome) MaxWait(string) time.Duration                 { return 0 }
+func (o mapOutcome) Settled(string) int64                         { return 0 }
+func (o mapOutcome) Owed(string) int64                            { return 0 }
 func (o mapOutcome) DeniedBy(t, r string) int64                   { return o.deniedBy[t+"/"+r] }
 func (o mapOutcome) MaxAllowedIn(t string, _ time.Duration) int64 { return o.allowed[t] }
 

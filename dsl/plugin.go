@@ -503,6 +503,9 @@ func (c *luaChecker) check() {
 	for _, n := range engine().slots {
 		slots[n] = true
 	}
+	if c.alg != nil && algorithms.IsBuiltin(c.alg) {
+		slots["owe"] = true // a built-in's debt (OpOwe); not in a plugin's contract
+	}
 	c.scopes = []map[string]bool{slots, {}}
 	c.block(chunk, false)
 	c.checkSlots(chunk)

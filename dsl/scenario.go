@@ -45,8 +45,12 @@ var trafficSchema = &hcl.BodySchema{
 		{Name: "units"},
 		{Name: "at_most"},
 		{Name: "max_delay"},
+		{Name: "actual"},
 	},
 }
+
+// maxActual bounds the true costs a traffic's actual lists.
+const maxActual = 1024
 
 // maxClients bounds Traffic.Clients: the simulator keeps state per client.
 const maxClients = 1_000_000
@@ -76,6 +80,10 @@ type Outcome interface {
 	// and MaxWait the longest wait.
 	Waited(traffic string) int64
 	MaxWait(traffic string) time.Duration
+	// Settled is the true cost traffic's settled requests (actual) came to, and Owed how
+	// much of it was over their estimates: charged as a debt.
+	Settled(traffic string) int64
+	Owed(traffic string) int64
 	// DecidedBy is the number of traffic's requests decided by how: one of Deciders.
 	DecidedBy(traffic, how string) int64
 	// TimedOut is the number of traffic's requests whose Redis call outlasted the engine's
@@ -388,6 +396,9 @@ func (l *loader) decodeTraffic(b *hcl.Block, s *Scenario, policy *Policy) *Traff
 			}
 		}
 	}
+	if a := content.Attributes["actual"]; a != nil {
+		t.Actual = l.actual(a, t, policy)
+	}
 	if s.Duration > 0 {
 		switch {
 		case stopA != nil && t.Stop > s.Duration:
@@ -626,6 +637,8 @@ func scenarioFunctions(s *Scenario, rules []string, o Outcome) map[string]functi
 	fns["allowed_fraction"] = ratio(allowed)
 	fns["denied_fraction"] = ratio(denied)
 	fns["waited"] = count(func(o Outcome, t string) int64 { return o.Waited(t) })
+	fns["settled"] = count(func(o Outcome, t string) int64 { return o.Settled(t) })
+	fns["owed"] = count(func(o Outcome, t string) int64 { return o.Owed(t) })
 	fns["max_wait"] = function.New(&function.Spec{
 		Params: []function.Parameter{{Name: "traffic", Type: cty.String}},
 		Type:   function.StaticReturnType(cty.Number),
@@ -758,4 +771,48 @@ func spanArg(v cty.Value) (time.Duration, error) {
 		return 0, function.NewArgErrorf(1, "%s", strings.TrimSuffix(msg, "."))
 	}
 	return time.Duration(us) * time.Microsecond, nil
+}
+
+// actual reads a traffic's actual: the true costs its requests settle with, in turn
+// (engine.Reserve with units as the estimate, then Settle when each finishes).
+func (l *loader) actual(a *hcl.Attribute, t *Traffic, policy *Policy) []int64 {
+	v, d := a.Expr.Value(nil)
+	if d.HasErrors() || !(v.Type().IsTupleType() || v.Type().IsListType()) || v.LengthInt() == 0 || v.LengthInt() > maxActual {
+		l.add(errorf(a.Expr.Range(), "Invalid actual", "actual lists the true costs the requests settle with, in turn: 1 to %d whole numbers from 0 to 2^53, such as actual = [120, 480, 2000].", maxActual))
+		return nil
+	}
+	var out []int64
+	over := false
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		n, err := int64(0), error(nil)
+		if e.Type() != cty.Number || e.IsNull() || !e.IsKnown() {
+			err = fmt.Errorf("%s is not a number", e.Type().FriendlyName())
+		} else if n, err = asInt(e); err == nil && (n < 0 || n > algorithms.MaxInt) {
+			err = fmt.Errorf("%d is out of range", n)
+		}
+		if err != nil {
+			l.add(errorf(a.Expr.Range(), "Invalid actual", "actual lists the true costs the requests settle with, from 0 to 2^53: %s.", err))
+			return nil
+		}
+		over = over || n > max(t.Units, 1)
+		out = append(out, n)
+	}
+	switch {
+	case t.AtMost || t.MaxDelay > 0:
+		l.add(errorf(a.NameRange, "actual with at_most or max_delay", "A request that settles its true cost reserves its units as an estimate (engine.Reserve), in full or not at all, at once; remove at_most and max_delay, or actual."))
+		return nil
+	case policy != nil:
+		for _, r := range policy.Rules {
+			switch {
+			case r.Algorithm.HasLease():
+				l.add(errorf(a.Expr.Range(), "Settling a lease", "Rule %q of policy %q holds concurrency leases, which are released, not settled (engine.Reserve refuses them). Remove actual, or send this traffic to a policy without %s rules.", r.Name, policy.Name, r.Algorithm.Name))
+				return nil
+			case over && !r.Algorithm.CarriesDebt():
+				l.add(errorf(a.Expr.Range(), "Settling above the estimate", "Rule %q of policy %q (%s) carries no debt, so a request cannot settle above its estimate of %d units (Settle refuses it). Raise units to the largest true cost, or use fixed_window, gcra, token_bucket or leaky_bucket.", r.Name, policy.Name, r.Algorithm.Name, max(t.Units, 1)))
+				return nil
+			}
+		}
+	}
+	return out
 }

@@ -78,9 +78,12 @@ func (e *Engine) Reserve(ctx context.Context, r dsl.Request, estimate int64) (*R
 // Above the estimate, each rule is charged the overdraft (its cost times actual −
 // estimate) without a check, in one atomic call per hash slot: a key may go past its
 // limit into a debt, and is denied until its algorithm has earned the debt back (the
-// retry-after of its denials is exact). Only fixed_window, sliding_window, token_bucket,
-// leaky_bucket and gcra carry a debt: an overdraft on any other rule is refused with
-// ErrRequest before anything is charged, and the reservation stays open.
+// retry-after of its denials is exact): a rate's debt at its rate, a fixed_window's a
+// limit per window after the one it was settled in (a calendar rule's for at most the two
+// periods after it: a debt past that is held to it). Only fixed_window, token_bucket,
+// leaky_bucket and gcra carry a debt: an overdraft on any other rule (sliding_window,
+// sliding_log, concurrency, a plugin's) is refused with ErrRequest before anything is
+// charged, and the reservation stays open.
 //
 // Below the estimate, each rule is given back the difference, but never more than the
 // reservation's charge still weighs on the key: a window's count while its window runs,

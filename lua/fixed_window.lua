@@ -1,60 +1,148 @@
 -- fixed_window: at most `limit` cost per aligned window [k*window, (k+1)*window).
 --
--- KEYS:   the rule's key, a hash {w = window index k, n = cost charged in window k}.
+-- KEYS:   the rule's key, a hash {w = window index k, n = cost charged in window k; and
+--         o, d, l for a debt (see Debts)}.
 -- params: limit (count >= 0), window (microseconds >= 1). With a calendar (window =
 --         "calendar_month" and the like; see prelude.lua's window_at) the window is the
 --         calendar period that holds now, and w its first instant. A limit of 0 admits nothing:
 --         every cost above 0 is over it (retry_after -1, nothing written) and a peek
 --         (cost 0) of a key nothing was charged to is allowed, with remaining 0.
--- check:  allowed iff n + cost <= limit, where n counts only the current window.
+-- check:  allowed iff n + cost <= limit, where n counts only the current window (and what
+--         is left of a debt, see owe).
 --         remaining = limit - n (after the charge when allowed), never below 0.
---         retry_after = the end of the current window (the next window is empty), -1 when
---         cost > limit. reset_after = the end of the current window when n > 0, else 0.
+--         retry_after = the end of the current window (the next window is empty), or in
+--         debt the end of the window that earns enough of it back; -1 when cost > limit.
+--         reset_after = when n weighs nothing (the end of the current window, or of the
+--         window that earns a debt back) when n > 0, else 0.
 -- Clocks: with client clocks, a request whose clock is in an earlier window than the key's
 --         (a caller whose clock runs behind) counts in the key's window: a key's window
 --         never moves back, so callers whose clocks disagree cannot reopen a window.
--- TTL:    until the end of the window, rounded up to a millisecond; an expired key and a
---         key from an older window mean the same thing, so expiry never changes a decision.
+-- TTL:    until the end of the window (of a debt's last window), rounded up to a
+--         millisecond; an expired key and a key whose count weighs nothing mean the same
+--         thing, so expiry never changes a decision.
 -- Known:  a client can spend `limit` at the end of one window and `limit` again at the start
 --         of the next: up to 2*limit in any window-long interval. verify reports this.
 
 params = {'nat', 'pos'}
 
 
+-- Debts: owe (a settled reservation's overdraft) may take a window's count past the limit.
+-- What it passes the limit by then is a debt d, which each later window earns back `limit`
+-- (as it was then, l) of: the next window starts with d, the one after with d - l, and so
+-- on, so a key in debt is denied, whole windows, until the debt is earned back. The key
+-- holds o = the window owe wrote, d and l; a charge in a later window leaves o behind, and
+-- with it the debt (what was left of it is in that charge's count). A count past a limit an
+-- override lowered, in a window owe did not write, is no debt: it ends with its window.
+
+-- index returns window w's position: an aligned window's is its own index; a calendar
+-- period's is its bound's among p.cal (1 to CAL_BOUNDS), or -CAL_BOUNDS for one before
+-- them all (more periods ago than any debt lasts: see owe).
+local function index(w, p)
+  local cal = p.cal
+  if not cal then
+    return w
+  end
+  for i = CAL_BOUNDS, 1, -1 do
+    if w >= cal[i] then
+      return i
+    end
+  end
+  return -CAL_BOUNDS
+end
+
+-- start_at returns the first instant of the window at position i (see index), i > the
+-- position of window win; a calendar's last bound when the call carries none further.
+local function start_at(i, win, p)
+  local cal = p.cal
+  if not cal then
+    return i * p[2]
+  end
+  if i > CAL_BOUNDS then
+    i = CAL_BOUNDS
+  end
+  return cal[i]
+end
+
 -- used returns the window a request at now counts in (the key's, when that is later), its
--- end, and the cost charged in it (see window_at: an aligned window, or a calendar period).
+-- end, and the cost it holds (see window_at: an aligned window, or a calendar period): the
+-- key's count in its own window, or what is left of a debt in a later one; and for a key
+-- whose debt weighs on later windows, the position of the window owe wrote, the debt and
+-- the limit that earns it back (nil when there is none).
 local function used(key, now, p)
   local win, ends = window_at(now, p)
-  local st = call('HMGET', key, 'w', 'n')
+  local st = call('HMGET', key, 'w', 'n', 'o', 'd', 'l')
   local w = tonumber(st[1])
-  if w ~= nil and w >= win then
+  if w == nil then
+    return win, ends, 0
+  end
+  local io, d, l
+  if tonumber(st[3]) == w then
+    d, l = tonumber(st[4]) or 0, tonumber(st[5]) or 0
+    if d > 0 and l > 0 then
+      io = index(w, p)
+    end
+  end
+  if w >= win then
     if w > win then
       ends = window_end(w, p)
     end
-    return w, ends, tonumber(st[2]) or 0
+    return w, ends, tonumber(st[2]) or 0, io, d, l
   end
-  return win, ends, 0
+  if io == nil then
+    return win, ends, 0
+  end
+  local left = d - (index(win, p) - io - 1) * l
+  if left <= 0 or (p.cal and win >= p.cal[CAL_BOUNDS]) then
+    return win, ends, 0
+  end
+  return win, ends, left, io, d, l
+end
+
+-- clears returns the position of the first window from which a key that holds n in window
+-- win (at position iw), with a debt d earned back l a window after position io (nil: none),
+-- weighs nothing and has room for cost more, up to limit: the next window's, or the one
+-- that has earned enough of the debt back.
+local function clears(iw, n, io, d, l, cost, limit)
+  local i = iw + 1
+  if io ~= nil then
+    local after = io + 1 + ceil_div(nonneg(d + cost - limit), l)
+    if after > i then
+      i = after
+    end
+  end
+  return i
 end
 
 function check(key, now, cost, p)
   local limit = p[1]
-  local win, ends, n = used(key, now, p)
+  local win, ends, n, io, d, l = used(key, now, p)
   local to_end = ends - now
   local reset = 0
   if n > 0 then
     reset = to_end
+    if io ~= nil then
+      reset = start_at(clears(index(win, p), n, io, d, l, 0, 0), win, p) - now
+    end
   end
   if cost > limit then
     return 0, nonneg(limit - n), -1, reset, limit
   end
   if n + cost <= limit then
-    local peek = reset
-    if cost > 0 then
-      reset = to_end
+    local peek, ttl = reset, to_end
+    if io ~= nil and io == index(win, p) then
+      ttl = reset -- the debt of owe's window still weighs on later ones
     end
-    return 1, limit - n - cost, 0, reset, limit, {win, n + cost, to_end}, limit - n, peek
+    if cost > 0 then
+      reset = ttl
+    end
+    return 1, limit - n - cost, 0, reset, limit, {win, n + cost, ttl}, limit - n, peek
   end
-  return 0, nonneg(limit - n), to_end, reset, limit
+  local retry = to_end
+  if io ~= nil then
+    -- In debt: the windows until what is left of it leaves room for cost.
+    retry = start_at(clears(index(win, p), n, io, d, l, cost, limit), win, p) - now
+  end
+  return 0, nonneg(limit - n), retry, reset, limit
 end
 
 function commit(key, w)
@@ -63,22 +151,49 @@ function commit(key, w)
 end
 
 function refund(key, now, cost, p)
-  local _, _, n = used(key, now, p)
-  if n > 0 then
-    call('HSET', key, 'n', nonneg(n - cost))
+  local win, _, n, io, d, l = used(key, now, p)
+  if n <= 0 then
+    return
+  end
+  if io == nil then
+    call('HSET', key, 'w', win, 'n', nonneg(n - cost))
+  elseif io == index(win, p) then
+    call('HSET', key, 'n', nonneg(n - cost), 'd', nonneg(d - cost))
+  else
+    -- What is left of a debt, refunded in a later window: the rest weighs on the windows
+    -- after this one as a debt from it.
+    call('HSET', key, 'w', win, 'n', nonneg(n - cost), 'o', win, 'd', nonneg(n - cost - l))
   end
 end
 
 -- owe counts cost in the window without a check (the overdraft of a settled reservation):
--- the count goes past the limit and the window denies until it ends. The count is held
--- at most 2^52.
+-- the count goes past the limit into a debt that later windows earn back (see Debts), and
+-- the key lives until they have. The count is held at most 2^52; a calendar rule's at what
+-- the periods its call carries earn back (up to three limits: the current period's and the
+-- next two's), so that its debt ends within periods it knows the bounds of.
 function owe(key, now, cost, p)
-  local win, ends, n = used(key, now, p)
+  local limit = p[1]
+  local win, _, n = used(key, now, p)
   local n2 = n + cost
   if n2 > MAX_INT / 2 then
     n2 = MAX_INT / 2
   end
-  call('HSET', key, 'w', win, 'n', n2)
+  local iw = index(win, p)
+  if p.cal and n2 > (CAL_BOUNDS - iw) * limit then
+    n2 = nonneg((CAL_BOUNDS - iw) * limit)
+  end
+  if n2 <= 0 then
+    return
+  end
+  local d = 0
+  if limit > 0 then
+    d = nonneg(n2 - limit) -- a limit of 0 earns nothing back: its count ends with its window
+  end
+  call('HSET', key, 'w', win, 'n', n2, 'o', win, 'd', d, 'l', limit)
+  local ends = start_at(iw + 1, win, p)
+  if d > 0 then
+    ends = start_at(clears(iw, n2, iw, d, limit, 0, 0), win, p)
+  end
   expire_us(key, ends - now)
 end
 

@@ -110,20 +110,6 @@ function refund(key, now, cost, p)
   end
 end
 
--- owe counts cost in the current window without a check (the overdraft of a settled
--- reservation): the estimate goes past the limit and decays as a charge would. The count
--- is held at most 2^51 / window, so the check's sums stay exact.
-function owe(key, now, cost, p)
-  local window = p[2]
-  local win, e, cur, prev, shift = view(key, now, window)
-  local c = cur + cost
-  if c > floor(MAX_INT / 4 / window) then
-    c = floor(MAX_INT / 4 / window)
-  end
-  call('HSET', key, 'w', win, 'c', c, 'p', prev)
-  expire_us(key, 2 * window - (e - shift))
-end
-
 -- retune (an override's change; see prelude.lua's OVR): what the key counted carries as it
 -- is, against the new limit. The window is the key's clock and does not change.
 function retune(key, at, p, q, now)

@@ -287,6 +287,12 @@ func (c *checker) ruleGroup(p *dsl.Policy, ru *dsl.Rule, w []int64, i int) *grou
 			return []Result{r}, err
 		}})
 	}
+	if settles(ru) {
+		gr.tasks = append(gr.tasks, &task{do: func(c *checker) ([]Result, error) {
+			r, err := c.settleProp(p, ru, w, i, params)
+			return []Result{r}, err
+		}})
+	}
 	sub := c.subject(p, ru, w, i)
 	// The race waits for the traces only when an interleaving raised an error. The
 	// traces are listed first, so a worker has taken them: the wait ends.

@@ -69,6 +69,14 @@ type TrafficReport struct {
 	Waited    int64         `json:"waited,omitempty"`
 	MaxWait   time.Duration `json:"max_wait_ns,omitempty"`
 	TotalWait time.Duration `json:"total_wait_ns,omitempty"`
+	// Settled counts the allowed requests that settled their true cost after the fact
+	// (actual), SettledCost what those costs came to, Owed how much of it was over their
+	// estimates (charged as a debt) and Returned how much was under (the refunds asked;
+	// each gives back at most what its charge still weighs).
+	Settled     int64 `json:"settled,omitempty"`
+	SettledCost int64 `json:"settled_cost,omitempty"`
+	Owed        int64 `json:"owed,omitempty"`
+	Returned    int64 `json:"returned,omitempty"`
 	// Unlimited counts requests no rule applied to (allowed without a check).
 	Unlimited int64       `json:"unlimited"`
 	DeniedBy  []RuleCount `json:"denied_by"` // by deciding rule, in order of first denial
@@ -237,6 +245,20 @@ func (o outcome) Waited(traffic string) int64 {
 func (o outcome) MaxWait(traffic string) time.Duration {
 	if t := o.r.traffic(traffic); t != nil {
 		return t.MaxWait
+	}
+	return 0
+}
+
+func (o outcome) Settled(traffic string) int64 {
+	if t := o.r.traffic(traffic); t != nil {
+		return t.SettledCost
+	}
+	return 0
+}
+
+func (o outcome) Owed(traffic string) int64 {
+	if t := o.r.traffic(traffic); t != nil {
+		return t.Owed
 	}
 	return 0
 }
@@ -443,6 +465,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		if t.Waited > 0 {
 			fmt.Fprintf(ew, "  %s waited for its turn: %d requests, %s on average, %s at most\n", t.Name, t.Waited, fmtDur((t.TotalWait / time.Duration(t.Waited)).Round(time.Millisecond)), fmtDur(t.MaxWait.Round(time.Millisecond)))
+		}
+		if t.Settled > 0 {
+			fmt.Fprintf(ew, "  %s settled %d requests at a true cost of %d units against estimates of %d: %d over them (owed), %d under (refunds asked)\n", t.Name, t.Settled, t.SettledCost, t.Settled*t.Units, t.Owed, t.Returned)
 		}
 	}
 	fmt.Fprintln(ew)

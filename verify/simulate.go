@@ -210,6 +210,9 @@ type source struct {
 	trace  []Arrival
 	next   int // trace: the next record
 	hold   time.Duration
+	// settled counts the requests that settled (Traffic.Actual): the next takes the
+	// next true cost, in turn.
+	settled int
 }
 
 type ruleID struct{ policy, rule string }
@@ -256,8 +259,12 @@ type pendingReq struct {
 	n     int64
 	d     *engine.Decision
 	eng   *engine.Engine // release: the instance that decided d
-	rule  *ruleState     // probe: the deciding rule
-	keys  []string       // probe beside the run (probeWorkers): the keys the denial read
+	// res and actual: a reservation (Traffic.Actual) that settles with the true cost
+	// actual when the request finishes, rather than releasing.
+	res    *engine.Reservation
+	actual int64
+	rule   *ruleState // probe: the deciding rule
+	keys   []string   // probe beside the run (probeWorkers): the keys the denial read
 }
 
 func newSim(plan *engine.Plan, cfg *dsl.Config, r *Report) (*sim, error) {
@@ -452,6 +459,10 @@ func (s *sim) run(progress func(done, total time.Duration)) error {
 		var err error
 		switch ev.kind {
 		case evRelease:
+			if ev.req.res != nil {
+				err = s.settle(ctx, ev.req)
+				break
+			}
 			s.inflight(ev.req.d, ev.req.attrs, ev.req.n, -1)
 			err = s.release(ctx, ev.req.eng, ev.req.d)
 		case evChange:
@@ -490,6 +501,25 @@ func (s *sim) run(progress func(done, total time.Duration)) error {
 	return nil
 }
 
+// settle settles a reservation with its true cost and counts it. While Redis fails a
+// settlement may fail (its overdraft is then not owed, its refund not given, as in
+// production), which is not the simulation's error.
+func (s *sim) settle(ctx context.Context, req *pendingReq) error {
+	err := req.res.Settle(ctx, req.actual)
+	if err != nil && (s.faults == nil || errors.Is(err, engine.ErrRequest)) {
+		return fmt.Errorf("traffic %q: settling a reservation of %d units at %d: %w", req.tr.rep.Name, req.n, req.actual, err)
+	}
+	tr := req.tr.rep
+	tr.Settled++
+	tr.SettledCost += req.actual
+	if diff := req.actual - req.n; diff > 0 {
+		tr.Owed += diff
+	} else {
+		tr.Returned -= diff
+	}
+	return nil
+}
+
 // release gives back what an allowed request holds. While Redis fails the release fails
 // too, and the lease expires by its TTL, as it would in production.
 func (s *sim) release(ctx context.Context, eng *engine.Engine, d *engine.Decision) error {
@@ -508,13 +538,14 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 	ts := src.tr
 	atMost := false
 	var maxDelay time.Duration
+	var actual []int64
 	if src.trace != nil {
 		a := &src.trace[src.next]
 		attrs, n, hold, ts = a.Attrs, a.N, a.Hold, s.traffic[a.Source]
 		src.next++
 		s.schedule(ev.src)
 	} else {
-		n, atMost, maxDelay = src.t.Units, src.t.AtMost, src.t.MaxDelay
+		n, atMost, maxDelay, actual = src.t.Units, src.t.AtMost, src.t.MaxDelay, src.t.Actual
 		attrs = src.attrs
 		if attrs == nil {
 			m, err := src.t.Render(src.client)
@@ -536,8 +567,13 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 	eng := s.engs[s.turn]
 	s.turn = (s.turn + 1) % len(s.engs)
 	var d *engine.Decision
+	var res *engine.Reservation
 	var err error
 	switch {
+	case actual != nil:
+		if res, err = eng.Reserve(ctx, attrs, n); err == nil {
+			d = res.Decision
+		}
 	case atMost:
 		d, err = eng.AllowAtMost(ctx, attrs, n)
 	case maxDelay > 0:
@@ -572,6 +608,15 @@ func (s *sim) arrive(ctx context.Context, ev *event) error {
 	s.record(ts, ev.at, attrs, n, d)
 	if s.observe != nil {
 		s.observe(time.UnixMicro(ev.at), ts.rep.Name, attrs, d)
+	}
+	if res != nil && d.Allowed {
+		req := &pendingReq{tr: ts, attrs: attrs, n: n, d: d, eng: eng, res: res, actual: actual[src.settled%len(actual)]}
+		src.settled++
+		if hold <= 0 {
+			return s.settle(ctx, req)
+		}
+		s.sched.push(&event{at: ev.at + hold.Microseconds(), kind: evRelease, req: req})
+		return nil
 	}
 	if d.Allowed && s.leases {
 		s.inflight(d, attrs, n, +1)

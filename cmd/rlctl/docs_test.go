@@ -119,7 +119,7 @@ func TestDocsRuntime(t *testing.T) {
 	checkBlocks(t, abs, "docs/runtime.md", blocks)
 }
 
-// TestDocsQuotas holds docs/calendar.md and docs/delays.md to the repository, as
+// TestDocsQuotas holds docs/calendar.md, docs/delays.md and docs/settle.md to the repository, as
 // TestDocsRuntime does its page.
 func TestDocsQuotas(t *testing.T) {
 	if raceEnabled {
@@ -129,7 +129,7 @@ func TestDocsQuotas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, page := range []string{"calendar.md", "delays.md"} {
+	for _, page := range []string{"calendar.md", "delays.md", "settle.md"} {
 		t.Run(page, func(t *testing.T) {
 			doc, err := os.ReadFile(filepath.Join(root, "docs", page))
 			if err != nil {
