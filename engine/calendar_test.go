@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rlctl/rlctl/calendar"
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/luahost"
 )
@@ -81,6 +82,18 @@ func TestCalendarQuotas(t *testing.T) {
 			}
 			if r := d.Rules[0]; r.Remaining != 2 || r.ResetAfter != time.Date(2027, time.May, 1, 0, 0, 0, 0, ny).Sub(april) {
 				t.Fatalf("April's first: remaining %d, reset after %v; want 2, 30 days", r.Remaining, r.ResetAfter)
+			}
+			// Each result names its calendar unit and the period it counted in: April's
+			// 30 days, and Kathmandu's day of 24 hours.
+			if r := d.Rules[0]; r.Calendar != calendar.Month || r.Window != 30*24*time.Hour {
+				t.Errorf("April's window: %v %v, want month, 720h", r.Calendar, r.Window)
+			}
+			if r := d.Rules[1]; r.Calendar != calendar.Day || r.Window != 24*time.Hour {
+				t.Errorf("the day's window: %v %v, want day, 24h", r.Calendar, r.Window)
+			}
+			set(time.Date(2027, time.March, 20, 12, 0, 0, 0, ny))
+			if d, err := e.Peek(ctx, Attrs{"tenant": "c"}); err != nil || d.Rules[0].Window != 31*24*time.Hour-time.Hour {
+				t.Fatalf("March's window: %+v %v, want 31 days less the hour clocks skip", d, err)
 			}
 		})
 	}

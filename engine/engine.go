@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/calendar"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/luahost"
 )
@@ -270,10 +271,14 @@ type RuleResult struct {
 	RetryAfter              time.Duration // 0 when allowed; Never
 	ResetAfter              time.Duration // until the rule's key is back to empty
 	// Window is the time over which Limit applies, for quota headers: the window of a
-	// windowed algorithm, the time a bucket takes to refill from empty
-	// (capacity × period / rate), 0 for concurrency.
+	// windowed algorithm (of a calendar rule, the period the request counts in: a day of
+	// 23 to 25 hours, a month of 28 to 31 days), the time a bucket takes to refill from
+	// empty (capacity × period / rate), 0 for concurrency.
 	Window time.Duration
-	Key    string // the Redis key
+	// Calendar is a calendar rule's period unit (calendar.Day, Week, Month or Year); 0
+	// for any other rule.
+	Calendar calendar.Unit
+	Key      string // the Redis key
 	// Request indexes AllowAll's requests: the one this rule applied to (0 for Allow,
 	// AllowN and Peek).
 	Request int
@@ -764,13 +769,18 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 		if !ok {
 			w = window(&all[i].call)
 		}
+		var unit calendar.Unit
+		if c := &all[i].call; c.Calendar {
+			// The period around the engine's clock (algorithms.SpanAround).
+			w, unit = time.Duration(c.Span[3]-c.Span[2])*time.Microsecond, all[i].rule.Calendar.Unit
+		}
 		cost := all[i].call.Cost
 		if fan != nil {
 			cost = uniq[fan[i]].call.Cost
 		}
 		d.Rules[i] = RuleResult{
 			Policy: all[i].policy.Name, Rule: all[i].rule.Name, Algorithm: all[i].call.Algorithm.Name,
-			Shadow: all[i].call.Shadow, Allowed: true, Key: all[i].call.Key, Window: w,
+			Shadow: all[i].call.Shadow, Allowed: true, Key: all[i].call.Key, Window: w, Calendar: unit,
 			Request: all[i].req, Cost: all[i].call.Cost, cost: cost,
 		}
 		if most > 0 {

@@ -39,7 +39,7 @@ policy "p" {
 				t.Fatalf("spent: %d, Retry-After %q, RateLimit %q; want 429, %s s to Berlin's midnight", r.status, r.header.Get("Retry-After"), r.header.Get("Ratelimit"), want)
 			}
 			if got := r.header.Get("Ratelimit-Policy"); got != `"p.daily";q=2;w=82800` {
-				t.Errorf("RateLimit-Policy %q, want the shortest day's 23 hours as w", got)
+				t.Errorf("RateLimit-Policy %q, want the day's own 23 hours as w", got)
 			}
 			g.clock.Set(midnight.Add(-time.Second))
 			if r := g.get("/"); r.status != 429 {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/rlctl/rlctl/calendar"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/httplimit"
@@ -204,7 +205,7 @@ func descriptorStatus(d *engine.Decision, i int) *rlsv3.RateLimitResponse_Descri
 	st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
 		Name:            pick.Policy + "." + pick.Rule,
 		RequestsPerUnit: uint32(min(pick.Limit, math.MaxUint32)),
-		Unit:            unitOf(pick.Window),
+		Unit:            unitOf(pick),
 	}
 	st.LimitRemaining = uint32(min(max(pick.Remaining, 0), math.MaxUint32))
 	reset := pick.ResetAfter
@@ -217,11 +218,22 @@ func descriptorStatus(d *engine.Decision, i int) *rlsv3.RateLimitResponse_Descri
 	return st
 }
 
-// unitOf is the Envoy unit a rule's window is exactly, as envoyproxy/ratelimit counts them
-// (its month is 30 days, its year 365), or UNKNOWN (a 10s window, a bucket whose refill
-// time is not a whole unit, a concurrency limit).
-func unitOf(w time.Duration) rlsv3.RateLimitResponse_RateLimit_Unit {
-	switch w {
+// unitOf is the Envoy unit of a rule's result: a calendar rule's period (a calendar day,
+// week, month or year), or the unit its window is exactly, as envoyproxy/ratelimit counts
+// them (its month is 30 days, its year 365), or UNKNOWN (a 10s window, a bucket whose
+// refill time is not a whole unit, a concurrency limit).
+func unitOf(rr *engine.RuleResult) rlsv3.RateLimitResponse_RateLimit_Unit {
+	switch rr.Calendar {
+	case calendar.Day:
+		return rlsv3.RateLimitResponse_RateLimit_DAY
+	case calendar.Week:
+		return rlsv3.RateLimitResponse_RateLimit_WEEK
+	case calendar.Month:
+		return rlsv3.RateLimitResponse_RateLimit_MONTH
+	case calendar.Year:
+		return rlsv3.RateLimitResponse_RateLimit_YEAR
+	}
+	switch rr.Window {
 	case time.Second:
 		return rlsv3.RateLimitResponse_RateLimit_SECOND
 	case time.Minute:

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/rlctl/rlctl/calendar"
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/luahost"
@@ -710,6 +711,27 @@ func TestOpenAPIForGenerators(t *testing.T) {
 			if admin != required {
 				t.Errorf("%s %s: needs the admin right %v, but requires a bearer token %v", method, path, admin, required)
 			}
+		}
+	}
+}
+
+// TestEnvoyUnitOfACalendar: a calendar rule answers Envoy in its calendar unit whatever
+// its period's length (a month of 31 days less an hour is a MONTH), and another rule in
+// the unit its window is exactly, or UNKNOWN.
+func TestEnvoyUnitOfACalendar(t *testing.T) {
+	for _, c := range []struct {
+		rr   engine.RuleResult
+		want rlsv3.RateLimitResponse_RateLimit_Unit
+	}{
+		{engine.RuleResult{Calendar: calendar.Month, Window: 31*24*time.Hour - time.Hour}, rlsv3.RateLimitResponse_RateLimit_MONTH},
+		{engine.RuleResult{Calendar: calendar.Day, Window: 23 * time.Hour}, rlsv3.RateLimitResponse_RateLimit_DAY},
+		{engine.RuleResult{Calendar: calendar.Week, Window: 7 * 24 * time.Hour}, rlsv3.RateLimitResponse_RateLimit_WEEK},
+		{engine.RuleResult{Calendar: calendar.Year, Window: 366 * 24 * time.Hour}, rlsv3.RateLimitResponse_RateLimit_YEAR},
+		{engine.RuleResult{Window: time.Minute}, rlsv3.RateLimitResponse_RateLimit_MINUTE},
+		{engine.RuleResult{Window: 10 * time.Second}, rlsv3.RateLimitResponse_RateLimit_UNKNOWN},
+	} {
+		if got := unitOf(&c.rr); got != c.want {
+			t.Errorf("%v %v: %v, want %v", c.rr.Calendar, c.rr.Window, got, c.want)
 		}
 	}
 }
