@@ -212,11 +212,12 @@ call('HSET', key, 'l', l2, 't', t)
 const fastFixedWindow = `local function fast_fixed_window(LIMIT, WINDOW)
 local function check(key, now, cost)
 local win, n = floor(now / WINDOW), 0
-local st = call('HMGET', key, 'w', 'n', 'o', 'd', 'l')
+local st = call('HMGET', key, 'w', 'n', 'o')
 local w = tonumber(st[1])
 local io, d, l
 if w ~= nil and tonumber(st[3]) == w then
-d, l = tonumber(st[4]) or 0, tonumber(st[5]) or 0
+local dl = call('HMGET', key, 'd', 'l')
+d, l = tonumber(dl[1]) or 0, tonumber(dl[2]) or 0
 if d > 0 and l > 0 then
 io = w
 end

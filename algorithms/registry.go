@@ -224,7 +224,7 @@ var builtin = []*Algorithm{
 		Commands: windowCmds,
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}, Bound: Ratio{2, 1},
 			Why: "fixed_window lets a burst straddle a window boundary: up to limit at the end of one window and limit again at the start of the next; use sliding_log, sliding_window or gcra for a smooth limit"},
-		Complexity: fixedWork(3, 10, KeyHash, 5, hashElementBytes),
+		Complexity: fixedWork(4, 10, KeyHash, 5, hashElementBytes),
 	},
 	{
 		Name:      "sliding_log",
@@ -248,7 +248,7 @@ var builtin = []*Algorithm{
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}, Bound: Ratio{2, 1},
 			Why: "sliding_window estimates the previous window's traffic as spread evenly, so traffic bunched at the end of a window gets up to 2×limit through in a window-long interval; use sliding_log where the limit must be exact"},
 		validate:   boundProduct("sliding_window", 0, 1, MaxInt/4, "limit × window (µs)"),
-		Complexity: fixedWork(3, 10, KeyHash, 5, hashElementBytes),
+		Complexity: fixedWork(4, 10, KeyHash, 5, hashElementBytes),
 	},
 	{
 		Name: "token_bucket",

@@ -70,14 +70,16 @@ end
 -- the limit that earns it back (nil when there is none).
 local function used(key, now, p)
   local win, ends = window_at(now, p)
-  local st = call('HMGET', key, 'w', 'n', 'o', 'd', 'l')
+  local st = call('HMGET', key, 'w', 'n', 'o')
   local w = tonumber(st[1])
   if w == nil then
     return win, ends, 0
   end
   local io, d, l
   if tonumber(st[3]) == w then
-    d, l = tonumber(st[4]) or 0, tonumber(st[5]) or 0
+    -- A key owe wrote in its window: its debt's fields (read only then).
+    local dl = call('HMGET', key, 'd', 'l')
+    d, l = tonumber(dl[1]) or 0, tonumber(dl[2]) or 0
     if d > 0 and l > 0 then
       io = index(w, p)
     end
