@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/calendar"
 	"github.com/rlctl/rlctl/dsl"
 )
 
@@ -39,6 +41,19 @@ type stlRun struct {
 	// client: the policy's clock is the client's, whose refund is at the reservation's
 	// instant (as the engine sends it); else at the settlement's.
 	client bool
+	// cal is a calendar rule's period: each call carries the periods around its clock.
+	cal *calendar.Period
+}
+
+// do runs op of cost on the rule at trace time at, the caller's clock skew off it.
+func (r *stlRun) do(g *rig, at, skew int64, op algorithms.Op, cost int64) (algorithms.Reply, error) {
+	rule := r.rule
+	rule.Cost = cost
+	if r.cal != nil {
+		rule.Span = algorithms.SpanAround(*r.cal, time.UnixMicro(g.base+at+skew))
+	}
+	c := algorithms.Call{Op: op, Rules: []algorithms.Rule{rule}}
+	return g.do(at, skew, &c)
 }
 
 // gen draws one trace of about n steps over about span µs: reservations of estimates from
@@ -113,7 +128,6 @@ func (r *stlRun) run(g *rig, steps []stlStep) ([]stlOut, int, string, error) {
 	var adms []admitted
 	open := map[int]int{} // reservation id → its index in adms
 	for i, st := range steps {
-		rule := r.rule
 		if st.settle {
 			k, ok := open[st.id]
 			if !ok {
@@ -124,26 +138,23 @@ func (r *stlRun) run(g *rig, steps []stlStep) ([]stlOut, int, string, error) {
 			a := &adms[k]
 			a.actual, a.settled = st.cost, true
 			out := stlOut{what: fmt.Sprintf("settled at its estimate of %d", a.est)}
-			skew := int64(0)
-			var c *algorithms.Call
+			op, cost, skew := algorithms.Op(""), int64(0), int64(0)
 			switch diff := st.cost - a.est; {
 			case diff > 0:
-				rule.Cost = diff
-				c = &algorithms.Call{Op: algorithms.OpOwe, Rules: []algorithms.Rule{rule}}
+				op, cost = algorithms.OpOwe, diff
 				out.what = fmt.Sprintf("owes %d over its estimate of %d", diff, a.est)
 			case diff < 0:
-				back := refundable(&rule, -diff, a.reset, st.at-a.at)
+				back := refundable(&r.rule, -diff, a.reset, st.at-a.at)
 				out.what = fmt.Sprintf("given back %d of the %d under its estimate of %d", back, -diff, a.est)
 				if back > 0 {
-					rule.Cost = back
-					c = &algorithms.Call{Op: algorithms.OpRefund, Rules: []algorithms.Rule{rule}}
+					op, cost = algorithms.OpRefund, back
 					if r.client {
 						skew = a.at - st.at
 					}
 				}
 			}
-			if c != nil {
-				rep, err := g.do(st.at, skew, c)
+			if op != "" {
+				rep, err := r.do(g, st.at, skew, op, cost)
 				if err != nil {
 					return outs, -1, "", err
 				}
@@ -152,9 +163,7 @@ func (r *stlRun) run(g *rig, steps []stlStep) ([]stlOut, int, string, error) {
 			outs = append(outs, out)
 			continue
 		}
-		rule.Cost = st.cost
-		c := algorithms.Call{Op: algorithms.OpCheck, Rules: []algorithms.Rule{rule}}
-		rep, err := g.do(st.at, 0, &c)
+		rep, err := r.do(g, st.at, 0, algorithms.OpCheck, st.cost)
 		if err != nil {
 			return outs, -1, "", err
 		}
@@ -203,10 +212,7 @@ func (r *stlRun) retry(g *rig, st stlStep, after int64) (msg string, err error) 
 	}()
 	ask := func(at int64) (bool, error) {
 		g.h.Restore(snap)
-		rule := r.rule
-		rule.Cost = st.cost
-		c := algorithms.Call{Op: algorithms.OpCheck, Rules: []algorithms.Rule{rule}}
-		rep, err := g.do(at, 0, &c)
+		rep, err := r.do(g, at, 0, algorithms.OpCheck, st.cost)
 		return rep.Allowed, err
 	}
 	tick := r.sp.res
@@ -232,6 +238,7 @@ func (c *checker) settleProp(p *dsl.Policy, ru *dsl.Rule, w []int64, i int, para
 		rule:   algorithms.Rule{Key: fmt.Sprintf("rl:verify:%s:%s:%d:settle", p.Name, ru.Name, i), Algorithm: ru.Algorithm, Params: w, Calendar: ru.Calendar != nil},
 		sp:     sub.spec,
 		client: p.Clock == dsl.ClockClient,
+		cal:    ru.Calendar,
 	}
 	if ru.HasFurtherKeys() {
 		r.rule.Key = fmt.Sprintf("rl:verify:{%s:%s:%d:settle}", p.Name, ru.Name, i)

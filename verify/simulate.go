@@ -502,12 +502,14 @@ func (s *sim) run(progress func(done, total time.Duration)) error {
 }
 
 // settle settles a reservation with its true cost and counts it. While Redis fails a
-// settlement may fail (its overdraft is then not owed, its refund not given, as in
-// production), which is not the simulation's error.
+// settlement may fail (its estimate then stands, as in production), which is not the
+// simulation's error and is not counted as settled.
 func (s *sim) settle(ctx context.Context, req *pendingReq) error {
-	err := req.res.Settle(ctx, req.actual)
-	if err != nil && (s.faults == nil || errors.Is(err, engine.ErrRequest)) {
-		return fmt.Errorf("traffic %q: settling a reservation of %d units at %d: %w", req.tr.rep.Name, req.n, req.actual, err)
+	if err := req.res.Settle(ctx, req.actual); err != nil {
+		if s.faults == nil || errors.Is(err, engine.ErrRequest) {
+			return fmt.Errorf("traffic %q: settling a reservation of %d units at %d: %w", req.tr.rep.Name, req.n, req.actual, err)
+		}
+		return nil // not settled: its estimate stands
 	}
 	tr := req.tr.rep
 	tr.Settled++

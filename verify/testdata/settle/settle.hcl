@@ -34,3 +34,16 @@ policy "tokens" {
     time_zone = "America/New_York"
   }
 }
+
+# A shadow calendar rule is checked written out as its algorithm, each call carrying its
+# periods.
+policy "shadowed" {
+  rule "monthly" {
+    algorithm = "fixed_window"
+    key       = request.user
+    limit     = 50
+    window    = "calendar_month"
+    time_zone = "Asia/Kathmandu"
+    shadow    = true
+  }
+}
