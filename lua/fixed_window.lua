@@ -50,9 +50,9 @@ local function index(w, p)
   return -CAL_BOUNDS
 end
 
--- start_at returns the first instant of the window at position i (see index), i > the
--- position of window win; a calendar's last bound when the call carries none further.
-local function start_at(i, win, p)
+-- start_at returns the first instant of the window at position i (see index), a later
+-- window than the call's; a calendar's last bound when the call carries none further.
+local function start_at(i, p)
   local cal = p.cal
   if not cal then
     return i * p[2]
@@ -100,11 +100,11 @@ local function used(key, now, p)
   return win, ends, left, io, d, l
 end
 
--- clears returns the position of the first window from which a key that holds n in window
--- win (at position iw), with a debt d earned back l a window after position io (nil: none),
--- weighs nothing and has room for cost more, up to limit: the next window's, or the one
--- that has earned enough of the debt back.
-local function clears(iw, n, io, d, l, cost, limit)
+-- clears returns the position of the first window after the one at position iw in which
+-- a key with a debt d, earned back l a window from the window after position io (nil:
+-- none), has room for cost more, up to limit: the next window, or the one that has earned
+-- enough of the debt back (with cost and limit 0, the one from which it weighs nothing).
+local function clears(iw, io, d, l, cost, limit)
   local i = iw + 1
   if io ~= nil then
     local after = io + 1 + ceil_div(nonneg(d + cost - limit), l)
@@ -123,7 +123,7 @@ function check(key, now, cost, p)
   if n > 0 then
     reset = to_end
     if io ~= nil then
-      reset = start_at(clears(index(win, p), n, io, d, l, 0, 0), win, p) - now
+      reset = start_at(clears(index(win, p), io, d, l, 0, 0), p) - now
     end
   end
   if cost > limit then
@@ -142,7 +142,7 @@ function check(key, now, cost, p)
   local retry = to_end
   if io ~= nil then
     -- In debt: the windows until what is left of it leaves room for cost.
-    retry = start_at(clears(index(win, p), n, io, d, l, cost, limit), win, p) - now
+    retry = start_at(clears(index(win, p), io, d, l, cost, limit), p) - now
   end
   return 0, nonneg(limit - n), retry, reset, limit
 end
@@ -192,9 +192,9 @@ function owe(key, now, cost, p)
     d = nonneg(n2 - limit) -- a limit of 0 earns nothing back: its count ends with its window
   end
   call('HSET', key, 'w', win, 'n', n2, 'o', win, 'd', d, 'l', limit)
-  local ends = start_at(iw + 1, win, p)
+  local ends = start_at(iw + 1, p)
   if d > 0 then
-    ends = start_at(clears(iw, n2, iw, d, limit, 0, 0), win, p)
+    ends = start_at(clears(iw, iw, d, limit, 0, 0), p)
   end
   expire_us(key, ends - now)
 end
