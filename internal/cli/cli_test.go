@@ -54,7 +54,7 @@ func TestScenarios(t *testing.T) {
 		{cfg, "", true, "<nil>"},
 		{cfg, "c", false, "rlctl: error: no scenario named \"c\"\nrlctl: hint: the scenarios are a, b\n"},
 		{&dsl.Config{}, "c", false, "rlctl: error: no scenario named \"c\"\n"},
-		{&dsl.Config{}, "", false, "rlctl: error: the files declare no scenario\nrlctl: hint: add a scenario block (see 'rlctl help simulate'), or replay recorded traffic with -trace FILE\n"},
+		{&dsl.Config{}, "", false, "rlctl: error: the files declare no scenario\nrlctl: hint: add a scenario block (see 'rlctl help scenario'), or replay recorded traffic with -trace FILE\n"},
 	} {
 		ss, err := Scenarios(tc.cfg, tc.name, tc.trace)
 		var got strings.Builder

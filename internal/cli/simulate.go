@@ -35,7 +35,7 @@ func Scenarios(cfg *dsl.Config, name string, trace bool) ([]*dsl.Scenario, error
 	if len(cfg.Scenarios) == 0 {
 		return nil, &Error{
 			Msg:  "the files declare no scenario",
-			Hint: "add a scenario block (see 'rlctl help simulate'), or replay recorded traffic with -trace FILE",
+			Hint: "add a scenario block (see 'rlctl help scenario'), or replay recorded traffic with -trace FILE",
 		}
 	}
 	return cfg.Scenarios, nil
