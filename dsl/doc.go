@@ -26,6 +26,7 @@
 //	  local_share = 3              # on_error = "local" only: instances that may fall back
 //	                               # at once; each keeps 1/3 of every limit (default 1)
 //	  clock    = "server"          # "server" (default) | "client"
+//	  clock_skew = "250ms"         # clock = "client" only: how far apart callers' clocks may be
 //
 //	  rule "per_user" {            # checked in order; charged all or nothing
 //	    algorithm = "gcra"         # a built-in or a plugin
@@ -125,6 +126,8 @@
 //	    breaker_failures = 5       # failures in a row that open the circuit breaker
 //	    breaker_cooldown = "1s"    # how long it stays open before one request probes
 //	    deny_cache       = 0       # denials remembered to answer repeats without Redis
+//	    max_memory       = "256KiB"  # optional: the simulated Redis's maxmemory
+//	    eviction         = "noeviction"  # its maxmemory-policy past max_memory
 //	    instances        = 1       # engines sharing the simulated Redis, requests in turn
 //	  }
 //	  expect {

@@ -267,7 +267,7 @@ func (l *loader) pluginParams(a *hcl.Attribute) ([]algorithms.Param, bool) {
 			ok = false
 			continue
 		case slices.Contains(reserved, pname):
-			l.add(errorf(kv.Key.Range(), "Reserved parameter name", "%q is a rule attribute, so it cannot name a parameter. Rules reserve algorithm, key, when, cost, shadow, accept_bound, stats_key, replaces, block_for, block_max and overridable.", pname))
+			l.add(errorf(kv.Key.Range(), "Reserved parameter name", "%q is a rule attribute, so it cannot name a parameter. Rules reserve %s and %s.", pname, strings.Join(reserved[:len(reserved)-1], ", "), reserved[len(reserved)-1]))
 			ok = false
 			continue
 		case slices.ContainsFunc(params, func(p algorithms.Param) bool { return p.Name == pname }):

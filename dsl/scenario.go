@@ -532,7 +532,7 @@ func (l *loader) expectation(a *hcl.Attribute, s *Scenario, policy *Policy) *Exp
 		return nil
 	}
 	if b.IsKnown() {
-		l.add(warnf(expr.Range(), "Expectation measures nothing", "This expectation is always %v: it calls none of the scenario functions (requests, allowed, denied, allowed_fraction, denied_fraction, denied_by, max_allowed_in, allowed_during_fault, denied_during_fault, degraded, decided_by, timed_out, breaker_open, recovered_within, phantom_charges).", b.True()))
+		l.add(warnf(expr.Range(), "Expectation measures nothing", "This expectation is always %v: it calls none of the scenario functions (%s).", b.True(), strings.Join(measures(s, rules), ", ")))
 	}
 	return &Expect{Name: a.Name, Expr: expr, Range: a.Range, scenario: s, rules: rules, vars: l.env.ctx.Variables}
 }
@@ -582,6 +582,20 @@ func convertBool(v cty.Value) (cty.Value, error) {
 // scenarioFunctions are the policy functions plus the expectation functions of scenario
 // s (whose policy has the given rules). With o nil they only check their arguments and
 // return unknown numbers, for validation at load time.
+// measures returns the names of the functions an expectation measures a run with: the
+// scenario functions that are not policy functions, sorted.
+func measures(s *Scenario, rules []string) []string {
+	pf := policyFunctions()
+	var out []string
+	for name := range scenarioFunctions(s, rules, nil) {
+		if _, ok := pf[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func scenarioFunctions(s *Scenario, rules []string, o Outcome) map[string]function.Function {
 	fns := make(map[string]function.Function, len(policyFunctions())+15)
 	for k, v := range policyFunctions() {
