@@ -1,6 +1,7 @@
 // Command rlctl checks, formats, explains, simulates, verifies and serves rlctl rate-limit policies,
 // and serves a browser playground for them.
 //
+//	rlctl init [-force] [FILE]
 //	rlctl validate [-json] FILE|DIR...
 //	rlctl fmt [-check] [-diff] FILE|DIR...
 //	rlctl compile [-json] [-from OLD] FILE|DIR...
@@ -70,7 +71,7 @@ var errHelp = errors.New("help")
 var commands []*command
 
 func init() {
-	commands = []*command{cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdBench, cmdOverride, cmdList, cmdInspect, cmdServe, cmdPlayground, cmdImport, cmdVersion, cmdHelp}
+	commands = []*command{cmdInit, cmdValidate, cmdFmt, cmdCompile, cmdSimulate, cmdVerify, cmdBench, cmdOverride, cmdList, cmdInspect, cmdServe, cmdPlayground, cmdImport, cmdVersion, cmdHelp}
 }
 
 func main() {
