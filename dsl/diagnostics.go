@@ -20,6 +20,33 @@ func WriteDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnos
 	return hcl.NewDiagnosticTextWriter(w, files, width, color).WriteDiagnostics(diags)
 }
 
+// DiagnosticText renders one diagnostic as rlctl prints it: a "file:line:col: severity:
+// summary" line (the form editors and grep understand; "severity: summary" when d has no
+// Subject), then WriteDiagnostics' rendering of d less its own "Error: summary" line, so
+// the summary is printed once: the source line(s) with the construct underlined, and the
+// detail wrapped at width columns (0: no wrapping).
+func DiagnosticText(files map[string]*hcl.File, d *hcl.Diagnostic, width uint, color bool) string {
+	var b strings.Builder
+	sev := "error"
+	if d.Severity == hcl.DiagWarning {
+		sev = "warning"
+	}
+	if d.Subject != nil {
+		fmt.Fprintf(&b, "%s:%d:%d: %s: %s\n", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, sev, d.Summary)
+	} else {
+		fmt.Fprintf(&b, "%s: %s\n", sev, d.Summary)
+	}
+	var r strings.Builder
+	_ = WriteDiagnostics(&r, files, hcl.Diagnostics{d}, width, color)
+	text := r.String()
+	// The rendering opens with "[colour]Error[reset]: summary\n".
+	if i := strings.Index(text, ": "+d.Summary+"\n"); i >= 0 {
+		text = text[i+len(": "+d.Summary+"\n"):]
+	}
+	b.WriteString(text)
+	return b.String()
+}
+
 // errorf returns an error diagnostic about subject.
 func errorf(subject hcl.Range, summary, detail string, args ...any) *hcl.Diagnostic {
 	return &hcl.Diagnostic{

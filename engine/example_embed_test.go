@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/luahost"
 )
@@ -51,20 +50,17 @@ func Example_embed() {
 	// after one ended: true
 }
 
-// newEngine loads a policy file and returns an engine deciding on the Redis at redisAddr,
-// and the function that closes its client. With redisAddr "" (a single instance, or this
-// example) the same engine script runs in process on luahost.
+// newEngine loads a policy file (or directory) and returns an engine deciding on the Redis
+// at redisAddr, and the function that closes its client. With redisAddr "" (a single
+// instance, or this example) the same engine script runs in process on luahost. Policies
+// that do not load stop the program with every problem at its file:line:col.
 func newEngine(policy, redisAddr string) (*engine.Engine, func()) {
-	cfg, diags := dsl.Load(policy)
-	if diags.HasErrors() {
-		log.Fatal(diags)
-	}
-	plan, err := engine.Compile(cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
 	if redisAddr == "" {
-		return engine.New(engine.NewLocal(luahost.New()), plan), func() {}
+		e, err := engine.Load(engine.NewLocal(luahost.New()), []string{policy})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return e, func() {}
 	}
 	// Any go-redis client (standalone, Sentinel, Cluster) with these two settings: the
 	// engine's deadline ends a call on a stalled server, and a call whose reply was lost is
@@ -74,6 +70,9 @@ func newEngine(policy, redisAddr string) (*engine.Engine, func()) {
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
 	})
-	e := engine.New(engine.NewRedis(rdb), plan, engine.WithTimeout(50*time.Millisecond))
+	e, err := engine.Load(engine.NewRedis(rdb), []string{policy}, engine.WithTimeout(50*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
 	return e, func() { rdb.Close() }
 }

@@ -6,26 +6,20 @@ import (
 	"log"
 	"time"
 
-	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/luahost"
 )
 
-// A plugin algorithm deploys with its policy file: dsl.Load reads the Lua its algorithm
-// block names, and engine.Compile assembles it into the engine script beside the
-// built-ins. docs/plugins.md quotes this function's body (with the path relative to the
+// A plugin algorithm deploys with its policy file: engine.Load reads the Lua its algorithm
+// block names and assembles it into the engine script beside the built-ins.
+// docs/plugins.md quotes this function's body (with the path relative to the
 // repository's root, where the guide's commands run).
 func Example_plugin() {
-	cfg, diags := dsl.Load("../policies/simple_gcra.hcl")
-	if diags.HasErrors() {
-		log.Fatal(diags)
-	}
-	plan, err := engine.Compile(cfg)
+	// In process here; on Redis: engine.Load(engine.NewRedis(rdb), ...), as in the README.
+	e, err := engine.Load(engine.NewLocal(luahost.New()), []string{"../policies/simple_gcra.hcl"})
 	if err != nil {
-		log.Fatal(err)
+		log.Fatal(err) // every problem of the policies, at its file:line:col
 	}
-	// In process here; on Redis: engine.New(engine.NewRedis(rdb), plan), as in the README.
-	e := engine.New(engine.NewLocal(luahost.New()), plan)
 	req := engine.Attrs{"path": "/v1/export", "user": "alice"}
 	for range 4 {
 		d, err := e.Allow(context.Background(), req)

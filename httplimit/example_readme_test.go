@@ -18,18 +18,13 @@ import (
 // policies/public_api.hcl in front of an API behind load balancers in 10.0.0.0/8: a
 // signed-in free user has a burst of 20 requests, then 10 a second.
 func ExampleMiddleware_publicAPI() {
-	cfg, diags := dsl.Load("../policies/public_api.hcl")
-	if diags.HasErrors() {
-		log.Fatal(diags)
-	}
-	plan, err := engine.Compile(cfg)
-	if err != nil {
-		log.Fatal(err)
-	}
 	// In process; on Redis: engine.NewRedis(rdb), with rdb's options as in Embed in Go.
 	// The clock stands still only so that this output is stable.
 	clock := luahost.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
-	e := engine.New(engine.NewLocal(luahost.New(luahost.WithClock(clock))), plan)
+	e, err := engine.Load(engine.NewLocal(luahost.New(luahost.WithClock(clock))), []string{"../policies/public_api.hcl"})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/items", func(w http.ResponseWriter, r *http.Request) {

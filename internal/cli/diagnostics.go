@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/rlctl/rlctl/dsl"
@@ -12,28 +11,10 @@ import (
 // diagnosticWidth is the column dsl.WriteDiagnostics wraps details at.
 const diagnosticWidth = 100
 
-// DiagnosticText is how rlctl prints one diagnostic: a "file:line:col: severity: summary"
-// line (the form editors and grep understand; "severity: summary" when d has no Subject),
-// then dsl.WriteDiagnostics' rendering of d, wrapped at 100 columns, less its own
-// "Error: summary" line, so the summary is printed once: the source line(s) with the
-// construct underlined, and the detail. files are the sources by name (Config.Files); color
-// adds ANSI colours to the rendering.
+// DiagnosticText is how rlctl prints one diagnostic (dsl.DiagnosticText), wrapped at 100
+// columns. files are the sources by name (Config.Files); color adds ANSI colours.
 func DiagnosticText(files map[string]*hcl.File, d *hcl.Diagnostic, color bool) string {
-	var b strings.Builder
-	if d.Subject != nil {
-		fmt.Fprintf(&b, "%s:%d:%d: %s: %s\n", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column, Severity(d), d.Summary)
-	} else {
-		fmt.Fprintf(&b, "%s: %s\n", Severity(d), d.Summary)
-	}
-	var r strings.Builder
-	_ = dsl.WriteDiagnostics(&r, files, hcl.Diagnostics{d}, diagnosticWidth, color)
-	text := r.String()
-	// The rendering opens with "[colour]Error[reset]: summary\n".
-	if i := strings.Index(text, ": "+d.Summary+"\n"); i >= 0 {
-		text = text[i+len(": "+d.Summary+"\n"):]
-	}
-	b.WriteString(text)
-	return b.String()
+	return dsl.DiagnosticText(files, d, diagnosticWidth, color)
 }
 
 // Severity is "warning" for a warning and "error" for anything else.
