@@ -88,6 +88,9 @@ func checkBlocks(t *testing.T, abs, name string, blocks []docBlock) {
 			case kind == "variant" && b.session():
 				t.Chdir(variantDir(t, abs, arg))
 				checkSession(t, b.text)
+			case kind == "in" && arg == "an empty directory" && b.session():
+				t.Chdir(t.TempDir())
+				checkSession(t, b.text)
 			case kind == "" && b.session():
 				t.Chdir(abs)
 				checkSession(t, b.text)
