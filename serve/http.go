@@ -31,7 +31,7 @@ var openapi []byte
 //
 //	POST /v1/decide   decide and charge one request, or several as one (engine.AllowAll);
 //	                  with at_most, grant the most of one request's cost that fits
-//	                  (engine.AllowAtMost)
+//	                  (engine.AllowAtMost); ?deny_status=429 answers a denial 429
 //	POST /v1/peek     what /v1/decide would answer, charging nothing (a penalty box's
 //	                  block shows as a denial until it ends)
 //	                  with settle, charge one request's estimated cost and answer a
@@ -60,8 +60,11 @@ var openapi []byte
 //	                  envoyproxy/ratelimit's /json (429 when over the limit)
 //	GET  /healthz     200 while the server has policies to decide
 //
-// A decision is always 200 with the verdict in the body (allowed or not) and the
-// RateLimit fields in the response's headers; 400 is a body that is not a decision
+// A decision is 200 with the verdict in the body (allowed or not) and the RateLimit
+// fields in the response's headers (Retry-After too when denied). /v1/decide?deny_status=429
+// makes a denial 429 instead, with the same body and fields, for a client or proxy that
+// acts on the status (envoyproxy/ratelimit's /json answers so); 429 is the only status it
+// takes, once, on /v1/decide only (400 otherwise). 400 is a body that is not a decision
 // request or that a policy cannot evaluate, 503 a backend failure that the policy's
 // on_error does not cover. Errors are application/problem+json (RFC 9457).
 //
@@ -148,6 +151,11 @@ type ruleBody struct {
 }
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
+	denied, err := denyStatus(r, peek)
+	if err != nil {
+		problem(w, http.StatusBadRequest, "Not a decision request", err.Error())
+		return
+	}
 	var body decideRequest
 	if err := readJSON(w, r, &body); err != nil {
 		refuse(w, "Not a decision request", err)
@@ -205,7 +213,6 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 	e := s.Engine()
 	var d *engine.Decision
 	var res *engine.Reservation
-	var err error
 	switch {
 	case body.Settle:
 		if res, err = e.Reserve(r.Context(), rs[0], ns[0]); err == nil {
@@ -255,7 +262,28 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, peek bool) {
 		}
 	}
 	httplimit.Headers(w.Header(), d)
-	writeJSON(w, http.StatusOK, out)
+	code := http.StatusOK
+	if !d.Allowed {
+		code = denied
+	}
+	writeJSON(w, code, out)
+}
+
+// denyStatus is the status of a denied decision's answer: 200, or 429 when /v1/decide's
+// query asks for it with deny_status=429. Any other value, the parameter given twice or
+// on /v1/peek (which answers what a decision would be, not a decision) is an error that
+// says so.
+func denyStatus(r *http.Request, peek bool) (int, error) {
+	vs, ok := r.URL.Query()["deny_status"]
+	switch {
+	case !ok:
+		return http.StatusOK, nil
+	case peek:
+		return 0, errors.New("deny_status applies to /v1/decide, not to /v1/peek: a peek's verdict is always 200")
+	case len(vs) != 1 || vs[0] != "429":
+		return 0, fmt.Errorf("deny_status must be 429 (Too Many Requests), given once, not %q", strings.Join(vs, "&"))
+	}
+	return http.StatusTooManyRequests, nil
 }
 
 type releaseRequest struct {

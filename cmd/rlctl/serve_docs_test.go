@@ -20,8 +20,9 @@ import (
 // order with "..." lines between them; one marked <!-- quote: PATH --> has each of its
 // lines in PATH (a Go file's doc comment quoting it); a sh block's rlctl serve commands
 // are run, each until it serves (on loopback ports of its own and, for -redis, a real
-// redis-server of the test's) and its admin listener answers /healthz, then stopped: it must exit 0. Every
-// block of docs/serve.md is one of these.
+// redis-server of the test's) and its admin listener answers /healthz, then stopped: it
+// must exit 0; a session of curl commands is TestDocsServeCurl's. Every block of
+// docs/serve.md is one of these.
 func TestDocsServe(t *testing.T) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
@@ -55,13 +56,14 @@ func TestDocsServe(t *testing.T) {
 					}
 				case serves:
 					for _, line := range strings.Split(b.text, "\n") {
-						cmd, _, _ := strings.Cut(line, "#")
-						if args, ok := strings.CutPrefix(strings.TrimSpace(cmd), "rlctl serve "); ok {
+						if args, ok := serveCommand(line); ok {
 							served++
 							t.Chdir(abs)
-							serveOnce(t, strings.Fields(args))
+							serveOnce(t, args)
 						}
 					}
+				case b.curls():
+					// TestDocsServeCurl replays it.
 				default:
 					t.Errorf("a ```%s block with marker %q: nothing checks it", b.lang, b.marker)
 				}
