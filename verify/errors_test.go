@@ -12,7 +12,6 @@ import (
 
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
-	"github.com/rogpeppe/go-internal/txtar"
 )
 
 // carelessAt is where testdata/careless_window.lua fails: its peek's arithmetic on nil.
@@ -358,27 +357,13 @@ func TestReadmeVerifyExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ar, err := txtar.ParseFile("../cmd/rlctl/testdata/script/verify_plugin_error.txtar")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for _, f := range ar.Files {
-		path := filepath.Join(dir, strings.TrimPrefix(f.Name, "variant/"))
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, f.Data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	wd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, ex := range []struct{ command, dir, path string }{
 		{"$ rlctl verify policies/login.hcl\n", filepath.Join(wd, ".."), "policies/login.hcl"},
-		{"$ rlctl verify two.hcl\n", dir, "two.hcl"},
+		{"$ rlctl verify examples/mistakes/two.hcl\n", filepath.Join(wd, ".."), "examples/mistakes/two.hcl"},
 	} {
 		var excerpt string
 		for _, b := range strings.Split(string(readme), "```")[1:] {
