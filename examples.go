@@ -1,6 +1,6 @@
 // Package rlctl holds what belongs to the repository as a whole rather than to one
-// package: the example policies, embedded so that programs built from the module (the
-// browser playground) carry them.
+// package: the example policies and the starter policy, embedded so that programs built
+// from the module (the browser playground) carry them.
 package rlctl
 
 import "embed"
@@ -12,3 +12,9 @@ import "embed"
 //
 //go:embed policies
 var Policies embed.FS
+
+// Starter is the policy file rlctl init writes (cmd/rlctl/starter.hcl), which the
+// playground opens a new policy file with.
+//
+//go:embed cmd/rlctl/starter.hcl
+var Starter string

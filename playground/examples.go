@@ -58,3 +58,12 @@ func Examples() []Example {
 	}
 	return out
 }
+
+// NewFile returns the text a new file called name opens with: for a native-syntax policy
+// file (.hcl), the starter policy rlctl init writes; for any other, nothing.
+func NewFile(name string) string {
+	if strings.HasSuffix(name, ".hcl") {
+		return rlctl.Starter
+	}
+	return ""
+}

@@ -64,6 +64,11 @@ globalThis.onRlctlPlaygroundReady = () => setTimeout(() => {
 	out.simulate = JSON.parse(p.simulate(filesJSON, JSON.stringify({seed: 3})));
 	out.progress = [];
 	out.verify = JSON.parse(p.verify(filesJSON, '{"budget": 30, "duration": "1m"}', (done, total) => out.progress.push([done, total])));
+	const req = {attrs: {path: "/v1/export", user: "u"}, cost: 2, at: "1s"};
+	out.decide = [JSON.parse(p.decide(filesJSON, req)), JSON.parse(p.decide(filesJSON, JSON.stringify(req)))];
+	out.resetDecisions = JSON.parse(p.resetDecisions());
+	out.decide.push(JSON.parse(p.decide(filesJSON, req)));
+	out.newFile = JSON.parse(p.newFile("a.hcl"));
 	out.badFiles = JSON.parse(p.validate(42));
 	out.badOpts = JSON.parse(p.verify(filesJSON, "{", undefined));
 	// Exit once the output is written: to a pipe, write is asynchronous, and an exit
@@ -110,8 +115,13 @@ func TestWasmInNode(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	seed := int64(3)
+	seed, two := int64(3), int64(2)
 	var progress [][2]int
+	var session Session
+	req := DecideRequest{Attrs: map[string]string{"path": "/v1/export", "user": "u"}, Cost: &two, At: "1s"}
+	decided := []DecideResult{session.Decide(files, req), session.Decide(files, req)}
+	session.Reset()
+	decided = append(decided, session.Decide(files, req))
 	for method, want := range map[string]any{
 		"ready":          true,
 		"examples":       Examples(),
@@ -120,6 +130,9 @@ func TestWasmInNode(t *testing.T) {
 		"format":         Format("a.hcl", "policy  \"a\" {\n}\n"),
 		"simulate":       Simulate(files, SimulateOptions{Seed: &seed}),
 		"verify":         Verify(files, VerifyOptions{Budget: 30, Duration: "1m"}, func(done, total int) { progress = append(progress, [2]int{done, total}) }),
+		"decide":         decided,
+		"resetDecisions": struct{}{},
+		"newFile":        NewFile("a.hcl"),
 		"badFiles":       map[string]string{"error": "files is a number; want a JSON string or an object"},
 		"badOpts":        map[string]string{"error": "opts: unexpected end of JSON input"},
 	} {

@@ -10,6 +10,9 @@
 //	simulate(files, opts)            → SimulateResult; opts {"scenario": "", "seed": N}
 //	verify(files, opts, onProgress)  → VerifyResult; opts {"seed": N, "budget": N, "duration": "1m"}
 //	examples()                       → [Example]
+//	decide(files, request)           → DecideResult; request {"attrs": {…}, "cost": N, "at": "1s"}
+//	resetDecisions()                 → {}
+//	newFile(name)                    → the text a new file opens with, as a JSON string
 //
 // each returning the JSON text of the playground package's result, with its field names
 // (files is a JSON object from file name to content, as a string or as the object
@@ -21,6 +24,9 @@
 // Web Worker to keep a page responsive. verify calls onProgress(done, total), when given,
 // as its checks finish, at most 20 times a second and last with done == total; from a
 // worker, onProgress can postMessage to the page.
+//
+// decide runs on one playground.Session, which keeps what the decisions charged and the
+// virtual clock from one call to the next, until the files change or resetDecisions.
 package main
 
 import (
@@ -92,6 +98,29 @@ func main() {
 	}))
 	api.Set("examples", method(func([]js.Value) (any, error) {
 		return playground.Examples(), nil
+	}))
+	var session playground.Session
+	api.Set("decide", method(func(args []js.Value) (any, error) {
+		files, err := filesArg(args)
+		if err != nil {
+			return nil, err
+		}
+		var req playground.DecideRequest
+		if err := decode(args, 1, "request", &req); err != nil {
+			return nil, err
+		}
+		return session.Decide(files, req), nil
+	}))
+	api.Set("resetDecisions", method(func([]js.Value) (any, error) {
+		session.Reset()
+		return struct{}{}, nil
+	}))
+	api.Set("newFile", method(func(args []js.Value) (any, error) {
+		name, err := str(args, 0, "name")
+		if err != nil {
+			return nil, err
+		}
+		return playground.NewFile(name), nil
 	}))
 	js.Global().Set("rlctlPlayground", api)
 	js.Global().Set("rlctlPlaygroundReady", true)
