@@ -7,6 +7,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http/httptest"
 	"regexp"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf16"
+
+	"github.com/rlctl/rlctl"
 )
 
 // TestPlaygroundInBrowser drives the page in a headless Chromium, through chromedriver,
@@ -129,6 +132,108 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	}
 	d.screenshot("3-simulate")
 
+	// Unsaved edits: choosing another example asks first, and a No keeps them.
+	d.exec(nil, `window.confirms = []; window.confirmAnswer = false;
+		window.confirm = (m) => { confirms.push(m); return confirmAnswer; }`)
+	selectText(d, src, 0, 0)
+	d.sendKeys("#text", "# edited\n")
+	d.waitFor("the edited files' link", nil, `return /^#f=/.test(location.hash)`)
+	var unload bool
+	d.exec(&unload, `const e = new Event("beforeunload", {cancelable: true}); window.dispatchEvent(e); return e.defaultPrevented`)
+	if !unload {
+		t.Errorf("with unsaved edits, beforeunload is not cancelled: leaving the page does not warn")
+	}
+	d.click(`#examples button[data-example="login"]`)
+	var kept struct {
+		Confirms []string
+		Text     string
+	}
+	d.exec(&kept, `return {confirms, text: state.files[arguments[0]]}`, first.Name+".hcl")
+	if len(kept.Confirms) != 1 || kept.Text != "# edited\n"+src {
+		t.Fatalf("choosing an example with unsaved edits asked %q and left the file:\n%.200s\nwant one confirmation and the edit kept", kept.Confirms, kept.Text)
+	}
+	// A Yes: the example, in a history entry of its own.
+	login := exampleFiles(t, "login")
+	d.exec(nil, `confirmAnswer = true`)
+	d.click(`#examples button[data-example="login"]`)
+	d.waitFor("the login example at #example=login", nil, `return location.hash === "#example=login" && filesJSON() === JSON.stringify(arguments[0]) && confirms.length === 2`, login)
+	// Back: the edited files, from their link; Forward: the example again. Neither asks,
+	// as neither replaces unsaved edits.
+	editedFirst := map[string]string{first.Name + ".hcl": "# edited\n" + src}
+	d.exec(nil, `history.back()`)
+	d.waitFor("Back to the edited files", nil, `return /^#f=/.test(location.hash) && filesJSON() === JSON.stringify(arguments[0])`, editedFirst)
+	d.exec(nil, `history.forward()`)
+	d.waitFor("Forward to the login example", nil, `return location.hash === "#example=login" && filesJSON() === JSON.stringify(arguments[0])`, login)
+	var asked int
+	d.exec(&asked, `return confirms.length`)
+	if asked != 2 {
+		t.Errorf("Back and Forward over unedited files asked %d times; want none", asked-2)
+	}
+
+	// The request panel: three logins for one account at 2 units each pass, pass, and
+	// are denied by the account's rule (a burst of 5).
+	d.exec(nil, `document.getElementById("attrs").value = ""`)
+	d.sendKeys("#attrs", "path=/login\nmethod=POST\nusername=alice\nip=192.0.2.1")
+	d.sendKeys("#cost", "2")
+	type shown struct {
+		Classes []string
+		Decider string
+		Rules   []string
+		Marked  []string
+	}
+	var got shown
+	for i := 1; i <= 3; i++ {
+		d.click("#decide")
+		d.waitFor("decision "+strconv.Itoa(i), &got, `
+			const ds = document.querySelectorAll("#output .decision");
+			if (ds.length !== arguments[0]) return null;
+			return {classes: [...ds].map((d) => d.className), decider: ds[0].dataset.decider,
+				rules: [...ds[0].querySelectorAll("tbody tr")].map((r) => r.dataset.rule),
+				marked: [...ds[0].querySelectorAll("tbody tr.mark")].map((r) => r.dataset.rule)}`, i)
+	}
+	if want := []string{"decision denied", "decision allowed", "decision allowed"}; !slices.Equal(got.Classes, want) || got.Decider != "login.per_account" ||
+		!slices.Equal(got.Rules, []string{"login.per_ip", "login.per_account", "login.all_logins"}) || !slices.Equal(got.Marked, []string{"login.per_account"}) {
+		t.Errorf("three decisions shown as %+v; want two allowed, then denied by login.per_account", got)
+	}
+	var h3 string
+	d.exec(&h3, `return document.querySelector("#output .decision h3").textContent`)
+	if !strings.Contains(h3, "denied by login.per_account, retry after 3m0s") {
+		t.Errorf("the denial reads %q; want its rule and a retry-after of 3 minutes", h3)
+	}
+	d.screenshot("4-decide")
+	// A second later, still denied; Reset, and it passes again.
+	d.click("#tick")
+	d.click("#decide")
+	d.waitFor("the decision a second later", &got, `const ds = document.querySelectorAll("#output .decision"); return ds.length === 4 && {classes: [ds[0].className], decider: ds[0].dataset.decider}`)
+	if s := d.text("#output .decision h3"); got.Decider != "login.per_account" || !strings.HasPrefix(s, "#4 at 1s: ") {
+		t.Errorf("a second later the decision reads %q (by %q); want #4 at 1s, denied by login.per_account", s, got.Decider)
+	}
+	d.click("#reset-decisions")
+	d.click("#decide")
+	d.waitFor("the decision after Reset", &got, `const ds = document.querySelectorAll("#output .decision"); return ds.length === 1 && {classes: [ds[0].className]}`)
+	if s := d.text("#output .decision h3"); got.Classes[0] != "decision allowed" || !strings.HasPrefix(s, "#1 at 0s: ") {
+		t.Errorf("after Reset the decision reads %q (%q); want #1 at 0s, allowed", s, got.Classes)
+	}
+
+	// A new policy file opens with the starter policy rlctl init writes.
+	d.exec(nil, `window.prompt = (m, def) => def`)
+	d.click("#add-file")
+	d.waitFor("the new file", nil, `return document.querySelector(".tab.active").dataset.file === "policy.hcl" && document.getElementById("text").value === arguments[0]`, rlctl.Starter)
+
+	// Back with unsaved edits asks, and a No keeps them at their address.
+	d.exec(nil, `confirmAnswer = false`)
+	d.waitFor("the new file's link", nil, `return /^#f=/.test(location.hash)`)
+	var before string
+	d.exec(&before, `return location.hash`)
+	d.exec(nil, `history.back()`)
+	d.waitFor("the question on Back", nil, `return confirms.length === 3 && location.hash === arguments[0]`, before)
+	var files map[string]string
+	d.exec(&files, `return state.files`)
+	if _, ok := files["policy.hcl"]; !ok {
+		t.Errorf("a No on Back lost the new file: the files are %q", slices.Sorted(maps.Keys(files)))
+	}
+	d.exec(nil, `confirmAnswer = true`)
+
 	// The plugin example with a bug: a missing TAT no longer defaults to now.
 	d.click(`#examples button[data-example="simple_gcra"]`)
 	lua := "plugins/simple_gcra.lua"
@@ -183,7 +288,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 		t.Errorf("the run status showed %q; want progress, then done", seen)
 	}
 	d.exec(nil, `document.querySelector("#output .finding.fail").scrollIntoView()`)
-	d.screenshot("4-verify")
+	d.screenshot("5-verify")
 
 	// The failure's button to the Lua line that raised the error.
 	errLine := strings.Count(edited[:strings.Index(edited, "if tat < now then")], "\n") + 1
@@ -198,7 +303,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	}
 
 	// The share link, in a fresh page: the same files.
-	var files map[string]string
+	files = nil
 	d.exec(&files, `return state.files`)
 	d.click("#share")
 	var link string
@@ -217,7 +322,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	if a, b := mustJSON(t, shared), mustJSON(t, files); a != b {
 		t.Errorf("the shared page has the files\n%s\nwant\n%s", a, b)
 	}
-	d.screenshot("5-shared")
+	d.screenshot("6-shared")
 
 	// A link cut short: the page says so, and shows the first example.
 	d.navigate("about:blank")

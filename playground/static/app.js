@@ -5,7 +5,11 @@
 // typing is checked while a long verify runs, and Stop can end a run by terminating its
 // worker. The files travel in the URL's fragment, #f= and the files' JSON compressed
 // (deflate-raw) in base64url: once they are edited, or an example chosen, the address is a
-// link to what is in the editor, and Share copies it.
+// link to what is in the editor, and Share copies it. An example chosen is #example=NAME,
+// a history entry of its own: Back and Forward bring the examples and links back. Files
+// that differ from those last loaded or shared are unsaved edits: replacing them asks
+// first, and leaving the page warns. The request panel decides one request at a time on
+// the files (decide, on the live worker), charged in a state that the decisions share.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -131,9 +135,26 @@ function sortedFiles() {
 
 const filesJSON = () => JSON.stringify(sortedFiles());
 
+// saved is the JSON of the files as last loaded or shared, and origin the address's
+// fragment for them ("#example=NAME", "#f=…"; "" for the page's first example): files
+// that differ from saved are unsaved edits.
+let saved = "";
+let origin = "";
+
+const edited = () => filesJSON() !== saved;
+
+// mayReplace asks before the files in the editor are replaced, when they hold unsaved
+// edits; it returns whether to go on.
+function mayReplace() {
+  return !edited() || confirm("Replace the files in the editor? Your edits to them are not saved: Share makes a link that keeps them.");
+}
+
 // setFiles replaces every file and shows active (the first policy file by default).
 function setFiles(files, active) {
   state.files = { ...files };
+  saved = filesJSON();
+  linkSeq++; // a link on its way is to files no longer in the editor
+  forgetDecisions();
   state.active = active in state.files ? active : names()[0] || "";
   state.diagnostics = [];
   showActive();
@@ -167,14 +188,25 @@ function changed() {
   scheduleValidate();
 }
 
-function addFile() {
-  const name = (prompt("File name (a policy ends in .hcl; a plugin's Lua, as its source attribute names it):", "plugins/my_plugin.lua") || "").trim();
+// addFile asks for a name and opens the new file: a policy file (.hcl) with the starter
+// policy rlctl init writes.
+async function addFile() {
+  let suggest = "policy.hcl";
+  for (let i = 2; suggest in state.files; i++) suggest = `policy${i}.hcl`;
+  const name = (prompt("File name (a policy ends in .hcl and starts as rlctl init's; a plugin's Lua, as its source attribute names it):", suggest) || "").trim();
   if (!name) return;
   if (name in state.files) {
     switchTo(name);
     return;
   }
-  state.files[name] = "";
+  let text = "";
+  try {
+    text = await live.call("newFile", [name]);
+  } catch (err) {
+    setStatus("error", "new file: " + err.message);
+  }
+  if (name in state.files) return;
+  state.files[name] = typeof text === "string" ? text : "";
   switchTo(name);
   changed();
 }
@@ -384,21 +416,74 @@ function renderDiagnostics() {
 
 // ---- examples ----
 
-function renderExamples(examples) {
+let examples = []; // as the module's examples() returns them
+
+function renderExamples() {
   const nav = $("examples");
   nav.replaceChildren(nav.firstElementChild, ...examples.map((ex) =>
-    el("button", { class: "example", "data-example": ex.name, onclick: () => loadExample(ex, true) }, ex.name)));
+    el("button", { class: "example", "data-example": ex.name, onclick: () => chooseExample(ex) }, ex.name)));
 }
 
-// loadExample shows example ex: chosen by a click, its files become the link; as the
-// page's first files, they do not.
+const exampleHash = (ex) => "#example=" + encodeURIComponent(ex.name);
+
+// exampleOf returns the example a fragment names (#example=NAME), null when none.
+function exampleOf(hash) {
+  const m = /^#example=(.*)$/.exec(hash);
+  if (!m) return null;
+  let name = "";
+  try {
+    name = decodeURIComponent(m[1]);
+  } catch {
+    return null;
+  }
+  return examples.find((ex) => ex.name === name) || null;
+}
+
+// chooseExample shows ex, chosen by a click, in a history entry of its own, once unsaved
+// edits may go.
+function chooseExample(ex) {
+  if (!mayReplace()) return;
+  started.edited = true;
+  linkHash = exampleHash(ex);
+  history.pushState(null, "", linkHash);
+  loadExample(ex, true);
+}
+
+// loadExample shows example ex: chosen (by a click or Back), its files are at its
+// #example= address; as the page's first files, they have none.
 function loadExample(ex, chosen) {
   setFiles(ex.files);
+  origin = chosen ? exampleHash(ex) : "";
   if (chosen) {
     $("output").replaceChildren();
     $("run-status").textContent = "";
     changed();
   } else {
+    validateNow();
+  }
+}
+
+// onPopState shows the files of the address Back or Forward (or a fragment typed) went
+// to: an example, a link's files, or the page's first example; unless the editor holds
+// unsaved edits that are to stay, which keep their address.
+async function onPopState() {
+  const hash = location.hash;
+  if (hash === linkHash) return;
+  const ex = exampleOf(hash) || (hash === "" || hash === "#" ? examples[0] : null);
+  if (!ex && !/^#f=/.test(hash)) return;
+  if (!mayReplace()) {
+    history.pushState(null, "", linkHash || location.pathname + location.search);
+    return;
+  }
+  if (ex) {
+    linkHash = hash;
+    loadExample(ex, hash !== "" && hash !== "#");
+    return;
+  }
+  const files = await filesFromLink();
+  if (files) {
+    setFiles(files);
+    origin = hash;
     validateNow();
   }
 }
@@ -448,21 +533,27 @@ async function filesFromLink() {
   }
 }
 
-// updateLink makes the address the link to files, once they are not the page's first.
+// updateLink makes the address the link to files, once they are not the page's first:
+// their origin's while they are unedited, #f= and the files otherwise.
 let linkSeq = 0;
 async function updateLink(files) {
   if (!started.edited && !linkHash) return;
+  const json = JSON.stringify(files);
+  if (json !== filesJSON()) return; // files the editor no longer holds: a late validate's
   const seq = ++linkSeq;
-  const hash = "#f=" + await encodeFiles(files);
+  const unedited = json === saved;
+  const hash = unedited ? origin : "#f=" + await encodeFiles(files);
   if (seq !== linkSeq) return;
   linkHash = hash;
-  if (location.hash !== hash) history.replaceState(null, "", hash);
+  if (location.hash !== hash) history.replaceState(null, "", hash || location.pathname + location.search);
 }
 
 async function share() {
   const link = location.href.split("#")[0] + "#f=" + await encodeFiles(sortedFiles());
   linkHash = link.slice(link.indexOf("#"));
   history.replaceState(null, "", linkHash);
+  saved = filesJSON(); // the link keeps them
+  origin = linkHash;
   const input = $("share-link");
   input.value = link;
   input.hidden = false;
@@ -709,6 +800,94 @@ function renderVerify(res) {
     el("details", {}, el("summary", {}, "rlctl verify's output"), el("pre", { class: "text" }, res.text)));
 }
 
+// ---- decide ----
+
+// decisions are those made since the state was last started over, newest first.
+let decisions = [];
+
+// readAttrs reads the request's attributes: a JSON object, or NAME=VALUE lines (blank
+// lines and lines that start with # left out). It throws when the text is neither.
+function readAttrs(text) {
+  const attrs = {};
+  if (text.trim().startsWith("{")) {
+    const v = JSON.parse(text);
+    if (!v || typeof v !== "object" || Array.isArray(v)) throw new Error("attributes: want a JSON object or NAME=VALUE lines");
+    for (const [k, x] of Object.entries(v)) {
+      if (x !== null && typeof x === "object") throw new Error(`attribute ${k}: want a string, a number or true/false`);
+      attrs[k] = x === null ? "" : String(x);
+    }
+    return attrs;
+  }
+  for (const [i, line] of text.split("\n").entries()) {
+    const l = line.trim();
+    if (!l || l.startsWith("#")) continue;
+    const eq = l.indexOf("=");
+    if (eq <= 0) throw new Error(`attributes, line ${i + 1}: want NAME=VALUE, such as path=/login`);
+    attrs[l.slice(0, eq).trim()] = l.slice(eq + 1).trim();
+  }
+  return attrs;
+}
+
+async function decide() {
+  const req = optionsOrSay(() => {
+    let attrs;
+    try {
+      attrs = readAttrs($("attrs").value);
+    } catch (err) {
+      throw new Error(err instanceof SyntaxError ? "attributes: " + err.message : err.message);
+    }
+    const cost = wholeNumber("cost", "cost");
+    const at = wholeNumber("at", "time");
+    return { attrs, cost: cost === null ? 1 : cost, at: (at || 0) + "s" };
+  });
+  if (!req) return;
+  let res;
+  try {
+    res = await live.call("decide", [filesJSON(), JSON.stringify(req)]);
+  } catch (err) {
+    $("run-status").textContent = "decide: " + err.message;
+    return;
+  }
+  const out = $("output");
+  if (res.error) {
+    out.replaceChildren(el("h2", {}, "decide"), ...problem(res));
+    return;
+  }
+  if (res.fresh) decisions = [];
+  decisions.unshift({ req, res });
+  renderDecisions();
+}
+
+function renderDecisions() {
+  const retry = (ns) => ns < 0 ? "never" : duration(ns);
+  $("output").replaceChildren(el("h2", {}, "decide"),
+    el("p", { class: "note" }, "Each decision is charged in a state the next ones see, on a virtual clock that moves only when the time field does: Reset starts over, as changed files do."),
+    ...decisions.map(({ req, res }, i) => el("section", { class: "decision " + (res.allowed ? "allowed" : "denied"), "data-decider": res.decider },
+      el("h3", {}, `#${decisions.length - i} at ${duration(res.at_ns)}: `,
+        el("span", { class: "badge " + (res.allowed ? "pass" : "fail") }, res.allowed ? "allowed" : "denied"),
+        res.decider && el("span", {}, " by ", el("code", {}, res.decider), `, retry after ${retry(res.retry_after_ns)}`),
+        res.source === "no_rules" && el("span", { class: "note" }, " no rule applies")),
+      el("p", { class: "request" }, `cost ${req.cost}, `, el("code", {}, JSON.stringify(req.attrs))),
+      res.rules.length > 0 && el("table", { class: "rules" },
+        el("thead", {}, el("tr", {}, ["rule", "algorithm", "allowed", "limit", "remaining", "retry after", "reset after", "key"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, res.rules.map((r) => el("tr", { class: r.allowed ? "" : "mark", "data-rule": `${r.policy}.${r.rule}` },
+          el("td", {}, `${r.policy}.${r.rule}`, r.shadow ? " (shadow)" : ""), el("td", {}, r.algorithm),
+          el("td", {}, r.allowed ? "yes" : "no"), el("td", {}, String(r.limit)), el("td", {}, String(r.remaining)),
+          el("td", {}, retry(r.retry_after_ns)), el("td", {}, duration(r.reset_after_ns)), el("td", {}, el("code", {}, r.key)))))))));
+}
+
+// forgetDecisions starts the decisions' state over: no charge, the clock at 0.
+function forgetDecisions() {
+  decisions = [];
+  $("at").value = "0";
+  if (live && !live.dead) live.call("resetDecisions", []).catch(() => {});
+}
+
+function resetDecisions() {
+  forgetDecisions();
+  $("output").replaceChildren(el("h2", {}, "decide"), el("p", { class: "note" }, "Reset: no request charged yet, the clock at 0 s."));
+}
+
 // ---- start ----
 
 // compileModule fetches and compiles rlctl.wasm: streaming when the server says
@@ -739,18 +918,24 @@ async function start() {
   $("verify").addEventListener("click", verify);
   $("stop").addEventListener("click", stop);
   $("share").addEventListener("click", share);
-  $("examples").addEventListener("click", () => { started.edited = true; }, true);
-  window.addEventListener("hashchange", async () => {
-    if (location.hash === linkHash) return;
-    const files = await filesFromLink();
-    if (files) {
-      setFiles(files);
-      validateNow();
-    }
+  window.addEventListener("popstate", onPopState);
+  window.addEventListener("beforeunload", (e) => {
+    if (!edited()) return;
+    e.preventDefault();
+    e.returnValue = "";
   });
+  $("decide").addEventListener("click", decide);
+  $("tick").addEventListener("click", () => {
+    const at = optionsOrSay(() => wholeNumber("at", "time") || 0);
+    if (at !== null) $("at").value = String(at + 1);
+  });
+  $("reset-decisions").addEventListener("click", resetDecisions);
 
   const fromLink = await filesFromLink();
-  if (fromLink) setFiles(fromLink);
+  if (fromLink) {
+    setFiles(fromLink);
+    origin = linkHash;
+  }
   try {
     module = await compileModule();
   } catch (err) {
@@ -769,12 +954,19 @@ async function start() {
   }
   timing.ready = performance.now();
   if (fromLink) validateNow(); // first: a link's files need no example
-  const examples = await live.call("examples", []);
+  const list = await live.call("examples", []);
   timing.examples = performance.now();
-  renderExamples(Array.isArray(examples) ? examples : []);
-  $("format").disabled = $("share").disabled = false;
+  examples = Array.isArray(list) ? list : [];
+  renderExamples();
+  $("format").disabled = $("share").disabled = $("decide").disabled = false;
   setRunning(null);
-  if (!fromLink && Array.isArray(examples) && examples.length) loadExample(examples[0], false);
+  const named = exampleOf(location.hash);
+  if (named) {
+    linkHash = location.hash;
+    loadExample(named, true);
+  } else if (!fromLink && examples.length) {
+    loadExample(examples[0], false);
+  }
 }
 
 async function format() {
