@@ -12,5 +12,8 @@
 // [-seed N] …, rlctl verify [-seed N] [-budget N] [-duration D] …. Diagnostics, which that
 // text renders, come apart as well, for an editor to mark.
 //
+// Session decides one request at a time on files, as the engine would on Redis, with an
+// in-process Redis and a virtual clock that keep their state from one decision to the next.
+//
 // The results marshal to JSON with snake_case names; playground/wasm returns them so.
 package playground
