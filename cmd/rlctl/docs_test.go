@@ -178,7 +178,7 @@ type docBlock struct {
 
 func (b docBlock) session() bool { return b.lang == "" && strings.HasPrefix(b.text, "$ rlctl ") }
 
-var markerRE = regexp.MustCompile(`^<!-- ((?:file|example|variant|quote): .+) -->$`)
+var markerRE = regexp.MustCompile(`^<!-- ((?:file|example|variant|quote|in): .+) -->$`)
 
 // fencedBlocks returns the fenced blocks of doc, the text of the file named name.
 func fencedBlocks(t *testing.T, name, doc string) []docBlock {
