@@ -235,7 +235,7 @@ local reset = 0
 if n > 0 then
 reset = to_end
 if io ~= nil then
-reset = (io + 1 + ceil_div(d, l)) * WINDOW - now
+reset = (io + 1 + ceil(d / l)) * WINDOW - now
 end
 end
 if cost > LIMIT then
@@ -252,7 +252,7 @@ end
 return 1, LIMIT - n - cost, 0, reset, LIMIT, win, LIMIT - n, peek, n + cost, ttl
 end
 if io ~= nil then
-local after = io + 1 + ceil_div(nonneg(d + cost - LIMIT), l)
+local after = io + 1 + ceil(nonneg(d + cost - LIMIT) / l)
 if after > win + 1 then
 return 0, nonneg(LIMIT - n), after * WINDOW - now, reset, LIMIT
 end

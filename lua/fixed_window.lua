@@ -107,7 +107,7 @@ end
 local function clears(iw, io, d, l, cost, limit)
   local i = iw + 1
   if io ~= nil then
-    local after = io + 1 + ceil_div(nonneg(d + cost - limit), l)
+    local after = io + 1 + ceil(nonneg(d + cost - limit) / l)
     if after > i then
       i = after
     end

@@ -90,19 +90,6 @@ local function nonneg(x)
   return x
 end
 
--- ceil_div returns ceil(a / b) for integers a >= 0, b > 0, exactly (a float quotient may
--- round onto an integer).
-local function ceil_div(a, b)
-  local q = floor(a / b)
-  while q * b < a do
-    q = q + 1
-  end
-  while q > 0 and (q - 1) * b >= a do
-    q = q - 1
-  end
-  return q
-end
-
 -- expire_us makes a key outlive the next us microseconds. Redis keeps expiry instants in
 -- milliseconds and truncates the current time to its millisecond, hence the extra one: a key
 -- never disappears while its state still means something.

@@ -16,7 +16,7 @@ func TestSettleProperty(t *testing.T) {
 		{"an overdraft not owed", "        c.owe(KEYS[r], now, cost, c[3])\n", "\n"},
 		{"an aligned window forgets a debt at its end", "n = d - (win - io - 1) * l\n", "n = 0\n"},
 		{"a calendar period forgets a debt at its end", "  local left = d - (index(win, p) - io - 1) * l\n", "  local left = 0\n"},
-		{"a debt's retry-after a window early", "local after = io + 1 + ceil_div(nonneg(d + cost - LIMIT), l)\n", "local after = io + ceil_div(nonneg(d + cost - LIMIT), l)\n"},
+		{"a debt's retry-after a window early", "local after = io + 1 + ceil(nonneg(d + cost - LIMIT) / l)\n", "local after = io + ceil(nonneg(d + cost - LIMIT) / l)\n"},
 	}
 	checkMutants(t, cfg, func(c *checker, p *dsl.Policy, ru *dsl.Rule, w []int64, i int) (Result, error) {
 		if !settles(ru) {
