@@ -3,31 +3,37 @@ package verify
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
 
 // Plot geometry, in SVG user units.
 const (
-	plotWidth  = 960
-	plotLeft   = 64
-	plotRight  = 24
-	plotPanel  = 150 // height of one traffic source's chart
-	plotGap    = 56  // room for a panel's title and time axis
-	plotHeader = 64
+	plotWidth    = 960
+	plotLeft     = 64
+	plotRight    = 24
+	plotPanel    = 150 // height of one traffic source's chart
+	plotGap      = 56  // room for a panel's title and time axis
+	plotHeader   = 64
+	plotKeyPanel = 80 // height of the chart of a source's busiest key, under its own
+	plotKeyGap   = 24 // room for that chart's title
 )
 
 // WriteSVG draws the report's timeline as an SVG image: one chart per traffic source with
-// its allowed (green) and denied (red) requests per time bucket stacked, and, dashed, the
-// limit of the rule that denied most of them, scaled to one bucket (limit × bucket /
-// window, per key; not drawn, and the legend says so, when that is below one request);
-// grey bands mark the scenario's faults. The y axis counts requests per bar, in whole
-// numbers. The image is self-contained and
+// its allowed (green) and denied (red) requests per time bucket stacked; under it, when a
+// rule denied some of them, the rule that denied most as it counts: its busiest key's
+// count within a window (or calendar period) against its limit, dashed, and dotted the
+// most the algorithm allows by design where that is above the limit; grey bands mark the
+// scenario's faults. The y axes count in whole numbers. The image is self-contained and
 // deterministic.
 func (r *Report) WriteSVG(w io.Writer) error {
 	ew := &errWriter{w: w}
 	tl := r.Timeline
-	height := plotHeader + len(tl.Traffic)*(plotPanel+plotGap) + 8
+	height := plotHeader + 8
+	for _, s := range tl.Traffic {
+		height += panelHeight(s)
+	}
 	fmt.Fprintf(ew, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", plotWidth, height, plotWidth, height)
 	fmt.Fprintf(ew, `<rect width="100%%" height="100%%" fill="#ffffff"/>`+"\n")
 	title := "replay"
@@ -41,11 +47,24 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	fmt.Fprintf(ew, `<rect x="%d" y="12" width="12" height="12" fill="#2e7d32"/><text x="%d" y="22">allowed</text>`+"\n", lx, lx+16)
 	fmt.Fprintf(ew, `<rect x="%d" y="12" width="12" height="12" fill="#c62828"/><text x="%d" y="22">denied</text>`+"\n", lx+80, lx+96)
 	fmt.Fprintf(ew, `<line x1="%d" y1="18" x2="%d" y2="18" stroke="#1a237e" stroke-width="2" stroke-dasharray="6 4"/><text x="%d" y="22">limit</text>`+"\n", lx+160, lx+184, lx+190)
-	for i, s := range tl.Traffic {
-		r.plotPanel(ew, s, plotHeader+i*(plotPanel+plotGap)+20)
+	top := plotHeader + 20
+	for _, s := range tl.Traffic {
+		r.plotPanel(ew, s, top)
+		if s.Key != nil {
+			r.plotKey(ew, s.Key, top+plotPanel+plotGap-20+plotKeyGap)
+		}
+		top += panelHeight(s)
 	}
 	fmt.Fprintln(ew, "</svg>")
 	return ew.err
+}
+
+// panelHeight is the room one traffic source's charts take.
+func panelHeight(s *Series) int {
+	if s.Key != nil {
+		return plotPanel + plotGap + plotKeyGap + plotKeyPanel + 16
+	}
+	return plotPanel + plotGap
 }
 
 func (r *Report) plotPanel(w io.Writer, s *Series, top int) {
@@ -54,13 +73,7 @@ func (r *Report) plotPanel(w io.Writer, s *Series, top int) {
 	for i := range n {
 		peak = max(peak, s.Allowed[i]+s.Denied[i])
 	}
-	limit, label := r.plotLimit(s.Name)
-	drawn := limit >= 1 // a limit below one request per bar would sit on the zero axis
-	top0 := float64(peak)
-	if drawn {
-		top0 = max(top0, limit)
-	}
-	yMax := max(niceCeil(top0), 2)
+	yMax := max(niceCeil(float64(peak)), 2)
 	step := max(niceCeil(yMax/4), 1) // integer ticks: requests are whole
 	inner := plotWidth - plotLeft - plotRight
 	y := func(v float64) float64 { return float64(top+plotPanel) - v/yMax*plotPanel }
@@ -69,16 +82,7 @@ func (r *Report) plotPanel(w io.Writer, s *Series, top int) {
 	if tr != nil {
 		head = fmt.Sprintf("%s — %d requests, %d allowed, %d denied", s.Name, tr.Requests, tr.Allowed, tr.Denied)
 	}
-	fmt.Fprintf(w, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", plotLeft, top-22, esc(head))
-	// The limit's legend, on its own line above the chart: never over the bars.
-	if label != "" {
-		if drawn {
-			label = "- - " + label
-		} else {
-			label += ": below one request per bar, not drawn"
-		}
-		fmt.Fprintf(w, `<text x="%d" y="%d" font-size="11" fill="#1a237e">%s</text>`+"\n", plotLeft, top-7, esc(label))
-	}
+	fmt.Fprintf(w, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", plotLeft, top-8, esc(head))
 	// Axes and grid: integer ticks, and the axis title.
 	for v := 0.0; v <= yMax; v += step {
 		fmt.Fprintf(w, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", plotLeft, y(v), plotLeft+inner, y(v))
@@ -86,17 +90,7 @@ func (r *Report) plotPanel(w io.Writer, s *Series, top int) {
 	}
 	cy := top + plotPanel/2
 	fmt.Fprintf(w, `<text x="16" y="%d" text-anchor="middle" fill="#555" transform="rotate(-90 16 %d)">requests per %s</text>`+"\n", cy, cy, esc(fmtDur(r.Timeline.Bucket)))
-	// Faults: a grey band over the time each was in force, a line at a flush.
-	total := r.Timeline.Bucket * time.Duration(n)
-	for _, f := range r.Faults {
-		if total <= 0 {
-			break
-		}
-		x := float64(plotLeft) + float64(inner)*float64(f.At)/float64(total)
-		wd := max(float64(inner)*float64(f.For)/float64(total), 1.5)
-		fmt.Fprintf(w, `<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="#9e9e9e" fill-opacity="0.3"/>`+"\n", x, top, wd, plotPanel)
-		fmt.Fprintf(w, `<text x="%.2f" y="%d" fill="#555" font-size="10">%s</text>`+"\n", x+2, top+10, esc(f.Kind))
-	}
+	r.plotFaults(w, n, top, plotPanel)
 	bw := float64(inner) / float64(max(n, 1))
 	var b strings.Builder
 	for i := range n {
@@ -110,10 +104,8 @@ func (r *Report) plotPanel(w io.Writer, s *Series, top int) {
 		}
 	}
 	io.WriteString(w, b.String())
-	if drawn {
-		fmt.Fprintf(w, `<line x1="%d" y1="%.2f" x2="%d" y2="%.2f" stroke="#1a237e" stroke-width="2" stroke-dasharray="6 4"/>`+"\n", plotLeft, y(limit), plotLeft+inner, y(limit))
-	}
 	// Time axis: five ticks.
+	total := r.Timeline.Bucket * time.Duration(n)
 	for k := 0; k <= 4; k++ {
 		x := float64(plotLeft) + float64(inner)*float64(k)/4
 		fmt.Fprintf(w, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#555"/>`+"\n", x, top+plotPanel, x, top+plotPanel+4)
@@ -122,27 +114,112 @@ func (r *Report) plotPanel(w io.Writer, s *Series, top int) {
 	}
 }
 
-// plotLimit returns the limit line of a traffic source's chart: the limit of the rule that
-// denied most of its requests, per bucket, and its label; 0 when there is none to draw.
-func (r *Report) plotLimit(traffic string) (float64, string) {
-	tr := r.traffic(traffic)
-	if tr == nil || len(tr.DeniedBy) == 0 {
-		return 0, ""
+// plotFaults draws the faults over a chart of n buckets: a grey band over the time each
+// was in force, a line at a flush.
+func (r *Report) plotFaults(w io.Writer, n, top, height int) {
+	total := r.Timeline.Bucket * time.Duration(n)
+	if total <= 0 {
+		return
 	}
-	top := tr.DeniedBy[0]
-	for _, c := range tr.DeniedBy[1:] {
-		if c.Count > top.Count {
-			top = c
-		}
+	inner := plotWidth - plotLeft - plotRight
+	for _, f := range r.Faults {
+		x := float64(plotLeft) + float64(inner)*float64(f.At)/float64(total)
+		wd := max(float64(inner)*float64(f.For)/float64(total), 1.5)
+		fmt.Fprintf(w, `<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="#9e9e9e" fill-opacity="0.3"/>`+"\n", x, top, wd, height)
+		fmt.Fprintf(w, `<text x="%.2f" y="%d" fill="#555" font-size="10">%s</text>`+"\n", x+2, top+10, esc(f.Kind))
 	}
-	for _, ru := range r.Rules {
-		if ru.Policy != top.Policy || ru.Rule != top.Rule || ru.Window <= 0 || ru.Limit <= 0 {
+}
+
+// plotKey draws the count of a source's busiest key for the rule that denied most of its
+// requests, sampled at those requests: a line per run of buckets with requests, the
+// limit as the rule held that key to it (dashed; it steps when an override changes it),
+// and the algorithm's bound by design (dotted) where that is above the limit. A bucket
+// without requests carries the limits of the one before it.
+func (r *Report) plotKey(w io.Writer, k *KeySeries, top int) {
+	n := len(k.Counted)
+	var peak int64
+	loose := false
+	for i := range n {
+		peak = max(peak, k.Counted[i], k.Limit[i], k.Bound[i])
+		loose = loose || k.Bound[i] > k.Limit[i]
+	}
+	yMax := max(roomAbove(float64(peak)), 2) // the limit below the top, not on the frame
+	inner := plotWidth - plotLeft - plotRight
+	y := func(v float64) float64 { return float64(top+plotKeyPanel) - v/yMax*plotKeyPanel }
+	span := "within any " + k.Per
+	if _, err := time.ParseDuration(k.Per); err != nil {
+		span = "in the " + k.Per + " so far"
+	}
+	title := fmt.Sprintf("%s.%s, as it counts: its busiest key's cost %s (line), against its limit (dashed)", k.Policy, k.Rule, span)
+	if loose {
+		title += " and what the algorithm allows by design (dotted)"
+	}
+	fmt.Fprintf(w, `<text x="%d" y="%d" font-size="11" fill="#1a237e">%s</text>`+"\n", plotLeft, top-8, esc(title))
+	// Ticks at 0 and at the highest limit and bound: the values the chart is about.
+	var hiLimit, hiBound int64
+	for i := range n {
+		hiLimit, hiBound = max(hiLimit, k.Limit[i]), max(hiBound, k.Bound[i])
+	}
+	for _, v := range slices.Compact([]int64{0, hiLimit, hiBound}) {
+		fmt.Fprintf(w, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>`+"\n", plotLeft, y(float64(v)), plotLeft+inner, y(float64(v)))
+		fmt.Fprintf(w, `<text x="%d" y="%.1f" text-anchor="end" fill="#555">%d</text>`+"\n", plotLeft-6, y(float64(v))+4, v)
+	}
+	r.plotFaults(w, n, top, plotKeyPanel)
+	bw := float64(inner) / float64(max(n, 1))
+	// The count: one polyline per run of buckets with requests.
+	var line strings.Builder
+	for i := range n {
+		if k.Limit[i] == 0 {
 			continue
 		}
-		per := float64(ru.Limit) * float64(r.Timeline.Bucket) / float64(ru.Window)
-		return per, fmt.Sprintf("limit %s: %s per key (%s per bar)", ru.Rule, termsCell(ru), trimFloat(per))
+		cmd := "L"
+		if i == 0 || k.Limit[i-1] == 0 {
+			cmd = "M"
+		}
+		fmt.Fprintf(&line, "%s%.2f %.2f", cmd, float64(plotLeft)+(float64(i)+0.5)*bw, y(float64(k.Counted[i])))
 	}
-	return 0, ""
+	if line.Len() > 0 {
+		fmt.Fprintf(w, `<path d="%s" fill="none" stroke="#2e7d32" stroke-width="1.5"/>`+"\n", line.String())
+	}
+	// The limits, carried over buckets without requests.
+	var lim, bound strings.Builder
+	var cur, curBound int64
+	for i := range n {
+		if k.Limit[i] > 0 {
+			cur, curBound = k.Limit[i], k.Bound[i]
+		}
+		if cur == 0 {
+			continue
+		}
+		x0, x1 := float64(plotLeft)+float64(i)*bw, float64(plotLeft)+float64(i+1)*bw
+		fmt.Fprintf(&lim, "M%.2f %.2fH%.2f", x0, y(float64(cur)), x1)
+		if curBound > cur {
+			fmt.Fprintf(&bound, "M%.2f %.2fH%.2f", x0, y(float64(curBound)), x1)
+		}
+	}
+	if lim.Len() > 0 {
+		fmt.Fprintf(w, `<path d="%s" fill="none" stroke="#1a237e" stroke-width="2" stroke-dasharray="6 4"/>`+"\n", lim.String())
+	}
+	if bound.Len() > 0 {
+		fmt.Fprintf(w, `<path d="%s" fill="none" stroke="#5c6bc0" stroke-width="1.5" stroke-dasharray="2 3"/>`+"\n", bound.String())
+	}
+	fmt.Fprintf(w, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#555"/>`+"\n", plotLeft, top+plotKeyPanel, plotLeft+inner, top+plotKeyPanel)
+}
+
+// roomAbove returns a round number a little above v (at least an eighth more), so that a
+// line at v stays clear of the chart's top.
+func roomAbove(v float64) float64 {
+	if v <= 0 {
+		return 0
+	}
+	want := v * 9 / 8
+	p := niceCeil(want) / 10
+	for _, m := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
+		if m*p >= want {
+			return m * p
+		}
+	}
+	return niceCeil(want)
 }
 
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten.

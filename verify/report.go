@@ -170,6 +170,24 @@ type Series struct {
 	Name    string  `json:"name"`
 	Allowed []int64 `json:"allowed"`
 	Denied  []int64 `json:"denied"`
+	// Key follows the rule that denied most of the source's requests as that rule counts;
+	// nil when no rule denied any.
+	Key *KeySeries `json:"key,omitempty"`
+}
+
+// KeySeries is one rule's count as the rule itself keeps it, seen at one traffic
+// source's requests: per bucket, of the keys those requests were checked on there, the
+// one whose count was the largest share of its limit, with the cost charged to it within
+// the window that ended at the request (a calendar rule: in the period so far), its limit
+// and the most its algorithm allows by design (the limit when that is exact). A bucket
+// without a request of the source is zero in all three.
+type KeySeries struct {
+	Policy  string  `json:"policy"`
+	Rule    string  `json:"rule"`
+	Per     string  `json:"per"` // what a count spans: "1m", or a calendar unit ("month")
+	Counted []int64 `json:"counted"`
+	Limit   []int64 `json:"limit"`
+	Bound   []int64 `json:"bound"`
 }
 
 // Failed returns the expectations that did not pass.
@@ -181,6 +199,18 @@ func (r *Report) Failed() []ExpectResult {
 		}
 	}
 	return out
+}
+
+// topDenier returns the rule that denied most of tr's requests (the first of a tie), or
+// nil.
+func (tr *TrafficReport) topDenier() *RuleCount {
+	var top *RuleCount
+	for i := range tr.DeniedBy {
+		if top == nil || tr.DeniedBy[i].Count > top.Count {
+			top = &tr.DeniedBy[i]
+		}
+	}
+	return top
 }
 
 func (r *Report) traffic(name string) *TrafficReport {

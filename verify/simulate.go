@@ -221,6 +221,31 @@ type trafficState struct {
 	rep   *TrafficReport
 	times []int64 // allowed instants, for MaxAllowedIn
 	tl    *Series
+	keys  map[*ruleState]*KeySeries // per rule: its busiest key at this source's requests
+}
+
+// count samples, at one of the source's requests in bucket b, the key kt of rule rs: the
+// bucket keeps the key whose count is the largest share of its limit.
+func (ts *trafficState) count(rs *ruleState, b int64, kt *keyTrack) {
+	if b < 0 || int(b) >= len(ts.tl.Allowed) || kt.limit <= 0 {
+		return
+	}
+	ks := ts.keys[rs]
+	if ks == nil {
+		n := len(ts.tl.Allowed)
+		ks = &KeySeries{Policy: rs.rep.Policy, Rule: rs.rep.Rule, Counted: make([]int64, n), Limit: make([]int64, n), Bound: make([]int64, n)}
+		if ts.keys == nil {
+			ts.keys = map[*ruleState]*KeySeries{}
+		}
+		ts.keys[rs] = ks
+	}
+	if ks.Limit[b] == 0 || kt.sum*ks.Limit[b] > ks.Counted[b]*kt.limit {
+		bound := kt.limit // a calendar period counts exactly
+		if rs.rule.Calendar == nil {
+			bound = max(rs.bound(kt.limit), kt.limit)
+		}
+		ks.Counted[b], ks.Limit[b], ks.Bound[b] = kt.sum, kt.limit, bound
+	}
 }
 
 type ruleState struct {
@@ -818,34 +843,37 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 		if !onRedis {
 			continue
 		}
-		if s.overridden[rr.Key] {
+		if rr.Window > 0 && !rs.lease {
+			var c int64
 			if d.Allowed {
-				rep.Charged += rs.cost(attrs, n)
-			}
-			continue
-		}
-		if d.Allowed && rr.Window > 0 && !rs.lease {
-			c := rs.cost(attrs, n)
-			if c > 0 {
+				c = rs.cost(attrs, n)
 				rep.Charged += c
-				if cal := rs.rule.Calendar; cal != nil {
-					// A calendar rule's periods count on their own: its worst key is the
-					// most one period allowed.
-					start, end := cal.Bounds(time.UnixMicro(at))
-					if start.UnixMicro() != kt.period {
-						kt.period, kt.sum = start.UnixMicro(), 0
-					}
-					kt.sum += c
+			}
+			// A key an override changed is charted against the limit it has now, and left
+			// out of the rule's worst key: its figures are the override's.
+			peak := c > 0 && !s.overridden[rr.Key]
+			if cal := rs.rule.Calendar; cal != nil {
+				// A calendar rule's periods count on their own: its worst key is the most
+				// one period allowed.
+				start, end := cal.Bounds(time.UnixMicro(at))
+				if start.UnixMicro() != kt.period {
+					kt.period, kt.sum = start.UnixMicro(), 0
+				}
+				kt.sum += c
+				if peak {
 					was := rs.rep.Worst
 					rs.peak(rr.Key, kt.sum, kt.limit, at-s.origin, PeakPeriod)
 					if w := rs.rep.Worst; w != was {
 						w.Bound, w.Period = kt.limit, fmt.Sprintf("the %s from %s to %s", cal.Unit, start.In(cal.Loc).Format(time.DateTime+" MST"), end.In(cal.Loc).Format(time.DateTime+" MST"))
 					}
-				} else {
-					sum := kt.add(at, c, rr.Window.Microseconds())
-					rs.peak(rr.Key, sum, kt.limit, at-s.origin, PeakWindow)
+				}
+			} else {
+				kt.add(at, c, rr.Window.Microseconds())
+				if peak {
+					rs.peak(rr.Key, kt.sum, kt.limit, at-s.origin, PeakWindow)
 				}
 			}
+			ts.count(rs, b, kt)
 		} else if d.Allowed {
 			rep.Charged += rs.cost(attrs, n)
 		}
@@ -937,8 +965,9 @@ type keyTrack struct {
 
 type charge struct{ at, cost int64 }
 
-// add records a charge at `at` and returns the cost charged in (at-window, at].
-func (k *keyTrack) add(at, cost, window int64) int64 {
+// add records a charge at `at` (none when cost is 0) and forgets those before the window
+// that ends there: k.sum is then the cost charged in (at-window, at].
+func (k *keyTrack) add(at, cost, window int64) {
 	for k.head < len(k.q) && k.q[k.head].at <= at-window {
 		k.sum -= k.q[k.head].cost
 		k.head++
@@ -947,9 +976,10 @@ func (k *keyTrack) add(at, cost, window int64) int64 {
 		k.q = append(k.q[:0], k.q[k.head:]...)
 		k.head = 0
 	}
-	k.q = append(k.q, charge{at, cost})
-	k.sum += cost
-	return k.sum
+	if cost > 0 {
+		k.q = append(k.q, charge{at, cost})
+		k.sum += cost
+	}
 }
 
 // peak keeps the rule's worst key: the highest ratio of allowed to limit.
@@ -966,6 +996,17 @@ func (s *sim) finish() {
 	for _, ts := range s.tlist {
 		slices.Sort(ts.times) // a request that waited is counted when it went on
 		s.r.allowedAt[ts.rep.Name] = ts.times
+		if top := ts.rep.topDenier(); top != nil {
+			for rs, ks := range ts.keys {
+				if rs.rep.Policy == top.Policy && rs.rep.Rule == top.Rule {
+					ks.Per = fmtDur(rs.rep.Window)
+					if cal := rs.rule.Calendar; cal != nil {
+						ks.Per = cal.Unit.String()
+					}
+					ts.tl.Key = ks
+				}
+			}
+		}
 	}
 	for _, rep := range s.r.Rules {
 		if rep.Worst != nil && rep.Worst.Kind == PeakWindow {

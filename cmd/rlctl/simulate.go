@@ -69,7 +69,8 @@ Flags:
   -check          exit 1 when an expectation fails (without it, simulate reports failed
                   expectations, says so on stderr and exits 0: trying a policy whose
                   expectations do not hold yet is its everyday use; CI passes -check)
-  -plot OUT.svg   draw allowed, denied and the limit over time as an SVG image (with
+  -plot OUT.svg   draw allowed and denied over time as an SVG image, and under each
+                  source that was denied its busiest key's count against the limit (with
                   several scenarios, OUT-<scenario>.svg each)
 
 A trace has one request per line: JSON Lines such as
