@@ -37,6 +37,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/internal/cli"
 )
 
@@ -135,7 +136,7 @@ func closest(name string, topicsToo bool) string {
 	}
 	if topicsToo {
 		for _, t := range topics {
-			names = append(names, t.name)
+			names = append(names, t.Name)
 		}
 	}
 	for _, n := range names {
@@ -185,236 +186,13 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\ntopics:\n")
 	for _, t := range topics {
-		fmt.Fprintf(w, "  %-10s %s\n", t.name, t.short)
+		fmt.Fprintf(w, "  %-10s %s\n", t.Name, t.Short)
 	}
 	fmt.Fprintf(w, "\nrun 'rlctl help COMMAND' for a command's flags and arguments, 'rlctl help TOPIC' for a topic\n")
 }
 
-// topic is a help text that is not a command's: rlctl help TOPIC prints it.
-type topic struct {
-	name  string
-	short string // one line for the topic list
-	text  string
-}
-
-var topics = []*topic{topicPolicy, topicScenario, topicPlugins}
-
-var topicPolicy = &topic{
-	name:  "policy",
-	short: "the policy language: policy, rule, locals, budget, expressions",
-	text: `Policies are HCL files (*.hcl, or *.hcl.json in HCL's JSON syntax). A directory
-contributes its files, and names are global across the files of one run.
-
-  locals {                         # constants, read as local.NAME
-    tiers = { free = 60, pro = 600 }
-  }
-
-  budget {                         # optional: what a rule may cost Redis (also in a policy)
-    work   = 2000                  # steps per call
-    memory = "64KiB"               # bytes per key
-  }
-
-  policy "api" {
-    match       = startswith(request.path, "/v1/")  # bool; default: every request
-    shard       = request.tenant   # Redis Cluster hash tag; default: none
-    on_error    = "allow"          # "allow" | "deny" | "local" while Redis fails
-    local_share = 3                # with "local": instances that fall back at once
-    clock       = "server"         # "server" | "client"
-    clock_skew  = "250ms"          # with "client": how far apart the clocks may be
-
-    rule "per_user" {              # checked in order; charged all or nothing
-      algorithm    = "gcra"        # a built-in or an algorithm block's name
-      key          = request.user  # what the counter is kept per
-      when         = request.user != ""   # bool; default: always
-      cost         = 1             # whole number >= 0; default 1
-      rate         = "10/s"        # the algorithm's parameters: constants
-      burst        = lookup(local.tiers, request.plan, 60)  # or expressions
-      shadow       = false         # count, never deny
-      accept_bound = false         # accept the algorithm's bound by design
-      stats_key    = "api.user"    # rlctl serve's statistics name
-      replaces     = ["per_ip"]    # rules that do not apply when this one does
-      block_for    = "15m"         # penalty box; block_max = "24h" doubles it
-      overridable  = false         # per-key overrides at runtime
-      exempt       = list("partners")    # keys on it pass, uncharged
-      deny         = list("banned")      # keys on it are refused
-      deny_retry   = "1h"          # the retry-after of a refusal by deny
-    }
-
-    unlimited "internal" {         # requests left unlimited on purpose
-      when     = cidrcontains("10.0.0.0/8", request.ip)
-      replaces = ["per_user"]
-    }
-  }
-
-Algorithms and their parameters:
-  fixed_window, sliding_log, sliding_window   limit, window
-  token_bucket, leaky_bucket                  capacity, rate
-  gcra                                        rate, burst
-  concurrency                                 max, ttl
-  fixed_window's window may be a calendar period: "calendar_day", "calendar_week",
-  "calendar_month", "calendar_year", with time_zone = "Europe/Berlin" (default UTC).
-
-Values: durations "250ms", "30s", "1m30s", "1d" (ms, s, m, h, d; at least 1ms); rates
-"10/s", "600/m", "5/250ms"; counts up to 2^53.
-
-Expressions read request.NAME (or request["x-api-key"]): strings, "" when absent; and
-local.NAME. Operators, conditionals, templates "${request.tenant}:${request.user}", and
-HCL's functions (lower, format, regex, lookup, coalesce, try, ...) plus startswith,
-endswith, strcontains, glob and cidrcontains.
-
-Plugins (algorithm blocks): rlctl help plugins. Scenarios: rlctl help scenario.
-Check a file: rlctl validate FILE.
-
-See docs/policies.md, the reference of every block, attribute and function.
-`,
-}
-
-var topicScenario = &topic{
-	name:  "scenario",
-	short: "scenarios: traffic, faults and expectations that rlctl simulate checks",
-	text: `A scenario is traffic that rlctl simulate sends a policy on a virtual clock, against
-an embedded Redis, and what must hold afterwards (simulate -check fails otherwise).
-
-  scenario "stuffing" {
-    policy     = "login"           # the policy it exercises
-    duration   = "5m"              # virtual time
-    seed       = 1                 # optional; default 1
-    start_time = "2027-03-28T00:00:00+01:00"   # optional: the instant time 0 stands for
-
-    traffic "users" {              # at least one
-      request   = { ip = "198.51.100.${client % 256}", user = "u${client}" }
-      clients   = 500              # default 1; client is 0..clients-1
-      rate      = "2/m"            # per client
-      pattern   = "poisson"        # constant | poisson | burst | ramp | edge
-      burst     = 10               # pattern "burst" only
-      start     = "0s"             # default 0
-      stop      = "5m"             # default: the duration
-      hold      = "10s"            # how long an allowed request lasts
-      units     = 8                # units each request asks for (AllowN); default 1
-      at_most   = true             # grant the most of units that fit (AllowAtMost)
-      max_delay = "2s"             # wait for a turn rather than be denied (Wait)
-      actual    = [120, 480, 2000] # reserve units, settle each with the next (Reserve)
-    }
-
-    fault {                        # Redis failing; any number, never overlapping
-      kind  = "stall"              # stall | refuse | error | flush | restart
-      at    = "2m"
-      for   = "30s"                # none for a flush
-      reply = "READONLY ..."       # kind "error" only
-    }
-
-    engine {                       # optional; defaults shown
-      deadline         = "50ms"
-      breaker_failures = 5
-      breaker_cooldown = "1s"
-      deny_cache       = 0
-      max_memory       = "64MiB"   # default none; eviction = "noeviction"
-      instances        = 1
-    }
-
-    override {                     # an overridable rule's key gets other figures
-      at      = "1m"
-      rule    = "per_user"
-      request = { user = "acme" }
-      set     = { rate = "100/s" } # absent: clear the override
-      for     = "2m"
-    }
-
-    list {                         # a request's keys go on or off a list
-      at      = "2m"
-      add     = "banned"           # or remove = "banned"
-      request = { ip = "203.0.113.9" }
-    }
-
-    expect {                       # named conditions over what the run measured
-      users_served = denied_fraction("users") < 0.01
-    }
-  }
-
-Expectation functions (traffic and rule by name, span a duration):
-  requests, allowed, denied, allowed_fraction, denied_fraction (traffic)
-  denied_by(traffic, rule), max_allowed_in(traffic, span)
-  granted, waited, max_wait, settled, owed (traffic)
-  degraded, timed_out, breaker_open (traffic), decided_by(traffic, how)
-    how: "redis", "local", "fail_open", "fail_deny" or "cache"
-  only with a fault: allowed_during_fault, denied_during_fault (traffic),
-    recovered_within(traffic, span), phantom_charges()
-
-Run it: rlctl simulate [-scenario NAME] [-check] FILE.
-
-See docs/policies.md, the reference of every block, attribute and function.
-`,
-}
-
-var topicPlugins = &topic{
-	name:  "plugins",
-	short: "write a rate-limiting algorithm in Lua, declare it in HCL, verify it",
-	text: `A plugin is an algorithm written in Lua and declared in a policy file. The engine runs
-it inside its one atomic script call per request, like a built-in, and rlctl verify holds
-it to the guarantee it declares. docs/plugins.md walks through writing one, the
-policies/simple_gcra.hcl used here.
-
-The algorithm block:
-
-  algorithm "simple_gcra" {
-    source   = "plugins/simple_gcra.lua"              # relative to the policy file
-    params   = { rate = "rate", burst = "count" }     # in wire order
-    commands = ["GET", "SET", "DEL", "PEXPIRE"]       # every Redis command the Lua runs
-    doc      = "GCRA on one string key."
-    guarantee "rate" {                                # required
-      burst = param.burst
-      rate  = param.rate
-    }
-    work "string" {                                   # optional; validate warns without
-      commands      = 3                               # Redis commands per call, at most
-      elements      = 2                               # elements they touch, at most
-      entries       = 1                               # elements the key holds, at most
-      element_bytes = 16                              # the longest element (default 64)
-    }
-  }
-
-  params kinds: count (one integer >= 1), duration (one, in µs), rate (two: the amount
-  and the period in µs), lease (a string: the id the engine gives each request).
-
-The guarantee block states what verify checks every rule against, from param.NAME:
-  window     amount, window   at most amount in every interval shorter than window
-  rate       burst, rate      at most burst + T × rate in every interval of length T
-  in_flight  amount, ttl      at most amount held at once by leases younger than ttl
-  none       no limit         verify skips the limit property and says so
-  Exact by default. bound = 2 with why = "…" for an algorithm that may reach twice its
-  limit by design; precision { retry_after, reset_after, ttl } for answers that may be
-  that much late, never early. Nothing is inferred from parameter names.
-
-The work block states the plugin's worst case on Redis, from param.NAME, cost.min (the
-smallest positive cost a request charges) and cost.max (the largest, up to the capacity):
-the key's type (string, hash, list or zset) as its label, then commands, elements and
-entries; rlctl computes the key's memory from them. validate warns when a rule passes its
-policy's budget (budget { work = 2000, memory = "64KiB" } by default; set it at the top
-level or in a policy), and compile shows every rule's figures.
-
-The Lua assigns, at its top level (see lua/dispatch.lua, lua/gcra.lua):
-  params                    {'pos', ...}: one per wire value, 'str' for a lease
-  validate(p)               optional: a message when the parameters cannot work
-  check(key, now, cost, p)  decides, writes nothing; returns allowed (1 or 0),
-                            remaining, retry_after_us (0 when allowed, -1 when the cost
-                            can never fit), reset_after_us, limit[, pending]
-  commit(key, pending)      writes what check decided, once every rule allows
-  refund(key, now, cost, p) optional: gives a charge back
-  Time is integer microseconds and every value an integer below 2^53. The prelude's
-  idiv, cdiv, nonneg, MAX_INT and call are in scope; set TTLs with expire_us(key, us).
-
-Commands: only those listed, on the rule's own key, from those that Redis and the
-in-process host both run (validate names them). Never TIME (check gets now), KEYS, SCAN,
-FLUSHDB, EVAL or blocking commands such as BLPOP.
-
-Check it:
-  rlctl validate FILE   the block, the Lua's syntax, globals, commands, check's returns
-  rlctl verify FILE     every property against the guarantee, with shrunk counterexamples
-  rlctl simulate FILE   the policy's scenarios through the engine, on a virtual clock
-
-See docs/plugins.md.
-`,
-}
+// topics are the help texts that are not a command's: rlctl help TOPIC prints one.
+var topics = dsl.Topics()
 
 // flags returns a flag set for command name that reports errors as usage errors and prints nothing
 // itself.
@@ -496,8 +274,8 @@ var cmdHelp = &command{
 			return nil
 		case 1:
 			for _, t := range topics {
-				if t.name == args[0] {
-					fmt.Fprint(e.stdout, t.text)
+				if t.Name == args[0] {
+					fmt.Fprint(e.stdout, t.Text)
 					return nil
 				}
 			}
