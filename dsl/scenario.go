@@ -473,7 +473,9 @@ func (l *loader) trafficRequest(a *hcl.Attribute, policy *Policy) (map[string]*E
 	return m, ok
 }
 
-// policyAttrs returns the request attributes any expression of p reads.
+// policyAttrs returns the request attributes that decide p's requests: those its match,
+// shard, rules' keys, whens, costs and parameters and unlimited blocks' whens read (not a
+// stats_key's, which only names statistics).
 func policyAttrs(p *Policy) map[string]bool {
 	read := map[string]bool{}
 	if p == nil {
@@ -495,6 +497,9 @@ func policyAttrs(p *Policy) map[string]bool {
 		for _, prm := range r.Params {
 			add(prm.Expr)
 		}
+	}
+	for _, u := range p.Unlimited {
+		add(u.When)
 	}
 	return read
 }

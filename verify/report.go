@@ -482,11 +482,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		if t.Decided.Errors > 0 {
 			parts = append(parts, fmt.Sprintf("engine errors %d", t.Decided.Errors))
 		}
-		if t.Unlimited > 0 {
-			parts = append(parts, fmt.Sprintf("%d matched no rule", t.Unlimited))
-		}
 		if len(parts) > 0 {
 			fmt.Fprintf(ew, "  %s denied by: %s\n", t.Name, strings.Join(parts, ", "))
+		}
+		if t.Unlimited > 0 {
+			fmt.Fprintf(ew, "  %s: %d %s no rule (the policy did not match, no rule applied, or an unlimited block replaced them), allowed unlimited\n",
+				t.Name, t.Unlimited, plural(t.Unlimited, "request matched", "requests matched"))
 		}
 	}
 	for _, t := range r.Traffic {
