@@ -410,7 +410,11 @@ func sleepFor(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Peek reports what Allow would decide without charging anything.
+// Peek reads, charging nothing, every rule that applies to r: each rule's Limit,
+// Remaining, ResetAfter and Window as Allow would see them, and any refusal that does not
+// depend on the cost (a deny list, a penalty box's block). It decides a request that costs
+// nothing: a rule whose limit is spent still peeks allowed, with Remaining 0. A request of
+// cost c would pass now if every enforcing rule allows it and has Remaining >= c.
 func (e *Engine) Peek(ctx context.Context, r dsl.Request) (*Decision, error) {
 	return e.decide(ctx, r, 0)
 }

@@ -32,8 +32,9 @@ var openapi []byte
 //	POST /v1/decide   decide and charge one request, or several as one (engine.AllowAll);
 //	                  with at_most, grant the most of one request's cost that fits
 //	                  (engine.AllowAtMost); ?deny_status=429 answers a denial 429
-//	POST /v1/peek     what /v1/decide would answer, charging nothing (a penalty box's
-//	                  block shows as a denial until it ends)
+//	POST /v1/peek     every rule's state, charging nothing (engine.Peek): a decision of
+//	                  cost 0, so a spent limit peeks allowed with remaining 0; a penalty
+//	                  box's block or a deny list shows as a denial
 //	                  with settle, charge one request's estimated cost and answer a
 //	                  reservation (engine.Reserve)
 //	POST /v1/release  give back the concurrency leases of an allowed decision
