@@ -81,6 +81,8 @@ type Redis struct {
 	fc functionClient
 	// ap, when set, carries FCALLs (Pipelined).
 	ap *redis.AutoPipeliner
+	// batch, when set, groups the FCALLs of concurrent calls (Batched).
+	batch *batcher
 	// evalOnly is set once a server answered that it has no FCALL or FUNCTION.
 	evalOnly atomic.Bool
 	// detach: the client ignores context deadlines, so Eval waits for them itself.
@@ -333,7 +335,13 @@ func (r *Redis) eval(ctx context.Context, s *algorithms.Script, keys, argv []str
 func (r *Redis) run(ctx context.Context, s *algorithms.Script, sa scriptArgs, key string, args []any) (any, error) {
 	if r.fc != nil && !r.evalOnly.Load() && args[2] != int64(0) {
 		args[0], args[1] = "fcall", sa.function
-		v, err := r.sendLoaded(ctx, s, key, args, r.ap, true)
+		var v any
+		var err error
+		if r.batch != nil {
+			v, err = r.batch.do(ctx, r, s, key, args)
+		} else {
+			v, err = r.sendLoaded(ctx, s, key, args, r.ap, true)
+		}
 		if !noFunctions(err) {
 			return v, err
 		}

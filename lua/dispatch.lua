@@ -1,6 +1,6 @@
 -- rlctl engine script: dispatcher (the script's main body).
 --
--- main(KEYS, ARGV) runs one call. The script calls it with its KEYS and ARGV (EVAL); the
+-- main(KEYS, ARGV) runs one call, or a batch of calls (below). The script calls it with its KEYS and ARGV (EVAL); the
 -- library form of the same text registers it as a function (FUNCTION LOAD, then FCALL).
 --
 -- KEYS: one key per rule, in rule order. Keys must be distinct.
@@ -41,6 +41,11 @@
 --         a compiled rule: "@k" (the script's k-th compiled rule, whose algorithm, shadow
 --         flag and constant parameters the script holds), cost, then only the values of
 --         the parameters the rule leaves to each request, in wire order.
+-- A batch: ARGV [1] protocol, [2] "batch", [3] the number of calls m (>= 1), then per
+--   call its key count, its ARGV count and that many values, its own ARGV as above; KEYS
+--   holds the calls' keys one call after another. Each call runs as it would alone, in
+--   order, and is charged all or nothing on its own; the reply is an array of the m calls'
+--   replies, an error reply among them for a call that failed (see batch below).
 -- Reply (check): {allowed, deciding rule (1-based, 0 when allowed), now_us, server_us,
 --                 then per rule: allowed, remaining, retry_after_us, reset_after_us, limit}
 --   now_us is the instant the rules were decided at (ARGV[3], or the server clock);
@@ -779,16 +784,8 @@ local RULE_COUNTS = {['2'] = 2, ['3'] = 3, ['4'] = 4}
 -- keys (n lookups, one table).
 local DISTINCT_SCAN = 8
 
-local function main(KEYS, ARGV)
-  if first then
-    first = false
-    bind()
-    -- The server clock is read before any write (scripts that read TIME must replicate
-    -- their effects, which Redis >= 5 does by default and older servers do on request).
-    if redis.replicate_commands then
-      redis.replicate_commands()
-    end
-  end
+-- decide runs one call (main binds the library's locals first).
+local function decide(KEYS, ARGV)
   TTL_SLACK = 0
   if ARGV[1] ~= PROTOCOL then
     return redis.error_reply('RLCTL protocol mismatch: script speaks ' .. PROTOCOL .. ', caller sent ' .. tostring(ARGV[1]))
@@ -1038,4 +1035,67 @@ local function main(KEYS, ARGV)
   end
   out[1], out[2], out[3], out[4] = allowed, decider, now, server_now
   return out
+end
+
+-- batch runs the calls of a batch (see "batch" atop this file) one after another, each as
+-- decide runs it alone, so each is charged all or nothing on its own. A call that fails
+-- (an error reply, or an error raised by a command or a plugin) is answered with its error
+-- and the calls after it still run: an error raised in one call never takes the replies of
+-- the calls before it, which are charged, with it.
+local function batch(KEYS, ARGV)
+  local m = int_arg(ARGV[3], 1)
+  if m == nil then
+    return redis.error_reply('RLCTL bad batch size ' .. tostring(ARGV[3]))
+  end
+  local out = {}
+  local ki, a, nk, na = 0, 4, #KEYS, #ARGV
+  for i = 1, m do
+    local k, v = int_arg(ARGV[a], 0), int_arg(ARGV[a + 1], 1)
+    if k == nil or v == nil or ki + k > nk or a + 1 + v > na then
+      return redis.error_reply('RLCTL batch call ' .. i .. ': bad key or value count')
+    end
+    local keys, argv = {}, {}
+    for j = 1, k do
+      keys[j] = KEYS[ki + j]
+    end
+    a = a + 1
+    for j = 1, v do
+      argv[j] = ARGV[a + j]
+    end
+    local ok, reply = pcall(decide, keys, argv)
+    if not ok then
+      -- Redis's pcall gives a failed command's error as its message, code first ("OOM
+      -- ..."), luahost's too; any other error gets the code a script's error has alone.
+      local msg = tostring(reply)
+      if not string.find(msg, '^%u+ ') then
+        msg = 'ERR ' .. msg
+      end
+      reply = redis.error_reply(msg)
+    end
+    out[i] = reply
+    ki, a = ki + k, a + v + 1
+  end
+  if ki ~= nk or a - 1 ~= na then
+    return redis.error_reply('RLCTL batch of ' .. m .. ' calls leaves keys or values over')
+  end
+  return out
+end
+
+local function main(KEYS, ARGV)
+  if first then
+    first = false
+    bind()
+    -- The server clock is read before any write (scripts that read TIME must replicate
+    -- their effects, which Redis >= 5 does by default and older servers do on request).
+    if redis.replicate_commands then
+      redis.replicate_commands()
+    end
+  end
+  if ARGV[2] == 'batch' then
+    if ARGV[1] ~= PROTOCOL then
+      return redis.error_reply('RLCTL protocol mismatch: script speaks ' .. PROTOCOL .. ', caller sent ' .. tostring(ARGV[1]))
+    end
+    return batch(KEYS, ARGV)
+  end
+  return decide(KEYS, ARGV)
 end
