@@ -23,9 +23,10 @@ import (
 // TestPlaygroundInBrowser drives the page in a headless Chromium, through chromedriver,
 // as a user would: it loads the first example and sees it highlighted (the layer under
 // the editor holding the editor's text exactly, in tokens, on the editor's lines, as it
-// does after each edit, for HCL and Lua); types a misspelt algorithm and sees the
-// diagnostic at its line and column, clicks it and has the cursor there; fixes it;
-// simulates and sees the plot; breaks the example plugin's Lua, verifies at a small
+// does after each edit, for HCL and Lua); reads the quick reference, each topic the text
+// Reference returns; types a misspelt algorithm and sees the diagnostic at its line and
+// column, clicks it and has the cursor there; fixes it; simulates and sees the plot;
+// breaks the example plugin's Lua, verifies at a small
 // budget and sees the failure with its counterexample, after stopping a long verify
 // first; and opens the share link in a fresh page and gets the same files. It logs the
 // module's size and the time from page load to the first validate result shown, and
@@ -68,6 +69,9 @@ func TestPlaygroundInBrowser(t *testing.T) {
 		t.Errorf("the first example's tokens are %q; want the block type policy, strings, attribute names", tokens)
 	}
 	checkTokenizers(t, d, first.Files[first.Name+".hcl"])
+
+	// The quick reference, beside the editor.
+	checkReference(t, d)
 
 	// A misspelt algorithm: the diagnostic at its line and column, in the list and the
 	// gutter.
@@ -581,5 +585,68 @@ func checkTokenizers(t *testing.T, d *webDriver, policy string) {
 	}
 	if run.Key > 1000 {
 		t.Errorf("highlighting %d lines after a key takes %.0f ms", lines, run.Key)
+	}
+}
+
+// referenceShown is what the quick reference panel shows.
+type referenceShown struct {
+	Visible  bool     // not hidden, and of some height
+	Expanded string   // the button's aria-expanded
+	Topics   []string // its tabs
+	Selected string   // the chosen tab's topic
+	Text     string   // the text under them
+	Focused  string   // the id of the element with the focus
+}
+
+const readReferenceScript = `
+const p = document.getElementById("reference"), sel = p.querySelector('.topic[aria-selected="true"]');
+return {visible: !p.hidden && p.getBoundingClientRect().height > 0,
+	expanded: document.getElementById("reference-toggle").getAttribute("aria-expanded"),
+	topics: [...p.querySelectorAll(".topic")].map((b) => b.dataset.topic), selected: sel && sel.dataset.topic,
+	text: document.getElementById("reference-text").textContent, focused: document.activeElement.id}`
+
+// checkReference opens the quick reference, reads each topic by mouse and by keyboard
+// and closes it with Escape and with its close button, requiring Reference's texts.
+func checkReference(t *testing.T, d *webDriver) {
+	t.Helper()
+	ref := Reference()
+	var names []string
+	for _, topic := range ref {
+		names = append(names, topic.Name)
+	}
+	read := func() referenceShown {
+		var r referenceShown
+		d.exec(&r, readReferenceScript)
+		return r
+	}
+	d.waitFor("the reference loaded", nil, `return !document.getElementById("reference-toggle").disabled`)
+	d.click("#reference-toggle")
+	r := read()
+	if !r.Visible || r.Expanded != "true" || !slices.Equal(r.Topics, names) || r.Selected != ref[0].Name || r.Focused != "reference-tab-"+ref[0].Name {
+		t.Errorf("the reference opened shows %+v; want it visible with the topics %q, %s chosen and focused", r, names, ref[0].Name)
+	}
+	if r.Text != ref[0].Text {
+		t.Errorf("the reference's %s reads\n%.300s\nwant Reference()[0].Text:\n%.300s", ref[0].Name, r.Text, ref[0].Text)
+	}
+	d.screenshot("1-reference")
+	d.click(`.topic[data-topic="` + ref[1].Name + `"]`)
+	if r = read(); r.Selected != ref[1].Name || r.Text != ref[1].Text {
+		t.Errorf("a click on %s shows %s:\n%.300s\nwant Reference()[1].Text:\n%.300s", ref[1].Name, r.Selected, r.Text, ref[1].Text)
+	}
+	d.sendKeys(`.topic[data-topic="`+ref[1].Name+`"]`, "\ue014") // the right arrow
+	if r = read(); r.Selected != ref[2].Name || r.Text != ref[2].Text || r.Focused != "reference-tab-"+ref[2].Name {
+		t.Errorf("the right arrow from %s shows %s (focus on %q):\n%.300s\nwant %s, focused, and Reference()[2].Text", ref[1].Name, r.Selected, r.Focused, r.Text, ref[2].Name)
+	}
+	d.sendKeys("#reference-text", "\ue00c") // Escape
+	if r = read(); r.Visible || r.Expanded != "false" || r.Focused != "reference-toggle" {
+		t.Errorf("after Escape the reference is %+v; want it hidden, the focus back on its button", r)
+	}
+	d.click("#reference-toggle")
+	if r = read(); !r.Visible || r.Selected != ref[2].Name {
+		t.Errorf("opened again, the reference shows %+v; want it visible at %s, as it was left", r, ref[2].Name)
+	}
+	d.click("#reference-close")
+	if r = read(); r.Visible || r.Expanded != "false" {
+		t.Errorf("after its close button the reference is %+v; want it hidden", r)
 	}
 }

@@ -10,7 +10,8 @@
 // that differ from those last loaded or shared are unsaved edits: replacing them asks
 // first, and leaving the page warns. The request panel decides one request at a time on
 // the files (decide, on the live worker), charged in a state that the decisions share.
-// The editor colours HCL and Lua as they are typed, on a layer under the textarea.
+// The editor colours HCL and Lua as they are typed, on a layer under the textarea; the
+// Reference button opens the language's short references, what rlctl help prints.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -1350,6 +1351,84 @@ function resetDecisions() {
   $("output").replaceChildren(el("h2", {}, "decide"), el("p", { class: "note" }, "Reset: no request charged yet, the clock at 0 s."));
 }
 
+// ---- the quick reference ----
+
+// reference holds the module's reference(): the language's short references, [{name,
+// short, text}], each what rlctl help NAME prints; topic is the one shown.
+let reference = [];
+let topic = "";
+
+// loadReference asks the live worker for the reference, once, and enables its button.
+async function loadReference() {
+  try {
+    const list = await live.call("reference", []);
+    if (!Array.isArray(list)) throw new Error(list && list.error ? list.error : "no topics");
+    reference = list;
+  } catch (err) {
+    $("reference-short").textContent = "The reference cannot be loaded: " + err.message;
+    return;
+  }
+  topic = reference.length ? reference[0].name : "";
+  renderReference();
+  $("reference-toggle").disabled = !reference.length;
+}
+
+// renderReference shows the topics as tabs, the chosen one's text under them.
+function renderReference() {
+  const chosen = reference.find((t) => t.name === topic);
+  $("reference-topics").replaceChildren(...reference.map((t) => el("button", {
+    class: "topic", role: "tab", id: "reference-tab-" + t.name, "data-topic": t.name, title: t.short,
+    "aria-selected": t.name === topic ? "true" : "false", "aria-controls": "reference-text",
+    tabindex: t.name === topic ? "0" : "-1", onclick: () => chooseTopic(t.name),
+  }, t.name)));
+  $("reference-short").textContent = chosen ? `${chosen.short[0].toUpperCase()}${chosen.short.slice(1)}. rlctl help ${chosen.name} prints the same.` : "";
+  $("reference-text").textContent = chosen ? chosen.text : "";
+  $("reference-text").setAttribute("aria-labelledby", chosen ? "reference-tab-" + chosen.name : "reference-title");
+  $("reference-text").scrollTop = 0;
+}
+
+function chooseTopic(name) {
+  if (name === topic) return;
+  topic = name;
+  renderReference();
+  $("reference-tab-" + name).focus();
+}
+
+// showReference opens (or closes) the reference panel; opened, it is scrolled into view
+// and its chosen topic's tab has the focus; closed, the button that opens it has.
+function showReference(open) {
+  const panel = $("reference");
+  const toggle = $("reference-toggle");
+  if (panel.hidden === !open) return;
+  panel.hidden = !open;
+  toggle.setAttribute("aria-expanded", String(open));
+  toggle.classList.toggle("open", open);
+  if (open) {
+    panel.scrollIntoView({ block: "nearest" });
+    const tab = $("reference-tab-" + topic);
+    if (tab) tab.focus();
+  } else {
+    toggle.focus();
+  }
+}
+
+// onReferenceKey is the panel's keyboard: Escape closes it; on the topics' tabs, the
+// right and left arrows, Home and End choose the next, the previous (round the ends), the
+// first and the last topic.
+function onReferenceKey(e) {
+  if (e.key === "Escape") {
+    e.preventDefault();
+    showReference(false);
+    return;
+  }
+  if (!e.target.classList.contains("topic") || !reference.length) return;
+  const at = reference.findIndex((t) => t.name === topic);
+  const to = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: reference.length - 1 }[e.key];
+  if (to === undefined) return;
+  e.preventDefault();
+  chooseTopic(reference[(to + reference.length) % reference.length].name);
+}
+
 // ---- start ----
 
 // compileModule fetches and compiles rlctl.wasm: streaming when the server says
@@ -1392,6 +1471,9 @@ async function start() {
     if (at !== null) $("at").value = String(at + 1);
   });
   $("reset-decisions").addEventListener("click", resetDecisions);
+  $("reference-toggle").addEventListener("click", () => showReference($("reference").hidden));
+  $("reference-close").addEventListener("click", () => showReference(false));
+  $("reference").addEventListener("keydown", onReferenceKey);
 
   const fromLink = await filesFromLink();
   if (fromLink) {
@@ -1429,6 +1511,7 @@ async function start() {
   } else if (!fromLink && examples.length) {
     loadExample(examples[0], false);
   }
+  loadReference(); // after the first validate: that one is waited for
 }
 
 async function format() {
