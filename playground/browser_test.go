@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http/httptest"
@@ -20,9 +21,12 @@ import (
 )
 
 // TestPlaygroundInBrowser drives the page in a headless Chromium, through chromedriver,
-// as a user would: it loads the first example; types a misspelt algorithm and sees the
-// diagnostic at its line and column, clicks it and has the cursor there; fixes it;
-// simulates and sees the plot; breaks the example plugin's Lua, verifies at a small
+// as a user would: it loads the first example and sees it highlighted (the layer under
+// the editor holding the editor's text exactly, in tokens, on the editor's lines, as it
+// does after each edit, for HCL and Lua); reads the quick reference, each topic the text
+// Reference returns; types a misspelt algorithm and sees the diagnostic at its line and
+// column, clicks it and has the cursor there; fixes it; simulates and sees the plot;
+// breaks the example plugin's Lua, verifies at a small
 // budget and sees the failure with its counterexample, after stopping a long verify
 // first; and opens the share link in a fresh page and gets the same files. It logs the
 // module's size and the time from page load to the first validate result shown, and
@@ -58,6 +62,17 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	}
 	d.screenshot("1-loaded")
 
+	// The editor's text, highlighted: block types, strings; the tokenizers on texts hard
+	// to split, and their speed on a long file.
+	tokens := checkHighlight(t, d, "the first example")
+	if !slices.Contains(tokens["tok-block"], "policy") || len(tokens["tok-string"]) == 0 || len(tokens["tok-attr"]) == 0 {
+		t.Errorf("the first example's tokens are %q; want the block type policy, strings, attribute names", tokens)
+	}
+	checkTokenizers(t, d, first.Files[first.Name+".hcl"])
+
+	// The quick reference, beside the editor.
+	checkReference(t, d)
+
 	// A misspelt algorithm: the diagnostic at its line and column, in the list and the
 	// gutter.
 	src := first.Files[first.Name+".hcl"]
@@ -89,6 +104,9 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	}
 	if s := d.text("#diagnostics li.error"); !strings.Contains(s, `Did you mean "`+name+`"?`) {
 		t.Errorf("the diagnostic says %q; want the did-you-mean", s)
+	}
+	if tokens := checkHighlight(t, d, "the misspelt algorithm typed"); !slices.Contains(tokens["tok-string"], `"`+typo+`"`) {
+		t.Errorf("the strings highlighted are %q; want the misspelt %q among them", tokens["tok-string"], typo)
 	}
 	d.exec(nil, `document.getElementById("text").blur()`)
 	d.click("#diagnostics li.error")
@@ -138,6 +156,9 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	selectText(d, src, 0, 0)
 	d.sendKeys("#text", "# edited\n")
 	d.waitFor("the edited files' link", nil, `return /^#f=/.test(location.hash)`)
+	if tokens := checkHighlight(t, d, "a comment typed at the top"); len(tokens["tok-comment"]) == 0 || tokens["tok-comment"][0] != "# edited" {
+		t.Errorf("the comments highlighted are %q; want # edited first", tokens["tok-comment"])
+	}
 	var unload bool
 	d.exec(&unload, `const e = new Event("beforeunload", {cancelable: true}); window.dispatchEvent(e); return e.defaultPrevented`)
 	if !unload {
@@ -239,6 +260,15 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	lua := "plugins/simple_gcra.lua"
 	d.waitFor("the simple_gcra example", nil, `return document.querySelector('.tab[data-file="plugins/simple_gcra.lua"]') && document.getElementById("status").className === "status ok"`)
 	d.click(`.tab[data-file="` + lua + `"]`)
+	tokens = checkHighlight(t, d, lua)
+	for class, want := range map[string]string{"tok-keyword": "local", "tok-func": "check", "tok-string": "'GET'", "tok-comment": "-- simple_gcra"} {
+		if !slices.ContainsFunc(tokens[class], func(s string) bool { return strings.HasPrefix(s, want) }) {
+			t.Errorf("%s's %s tokens are %q; want %s among them", lua, class, tokens[class], want)
+		}
+	}
+	if !slices.Contains(tokens["tok-keyword"], "function") {
+		t.Errorf("%s's keywords are %q; want function among them", lua, tokens["tok-keyword"])
+	}
 	luaSrc := exampleFiles(t, "simple_gcra")[lua]
 	const fallback = " or now"
 	at = strings.Index(luaSrc, "tonumber(call('GET', key))"+fallback)
@@ -252,6 +282,7 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	if edited != strings.Replace(luaSrc, fallback, "", 1) {
 		t.Fatalf("the edit did not make the Lua expected; it is:\n%s", edited)
 	}
+	checkHighlight(t, d, "the Lua edited")
 
 	// A verify with a budget too big to wait for, stopped; then one that finishes.
 	d.exec(nil, `
@@ -301,6 +332,11 @@ func TestPlaygroundInBrowser(t *testing.T) {
 	if cur.Tab != lua || cur.Start != offsetOf(edited, errLine, 1) {
 		t.Errorf("the failure's source button shows %s at offset %d; want %s line %d (offset %d)", cur.Tab, cur.Start, lua, errLine, offsetOf(edited, errLine, 1))
 	}
+	// The editor scrolled to the line: the highlight with it.
+	var scrolled int
+	d.exec(&scrolled, `return document.getElementById("text").scrollTop`)
+	checkHighlight(t, d, fmt.Sprintf("%s scrolled by %dpx to line %d", lua, scrolled, errLine))
+	d.screenshot("5b-lua-scrolled")
 
 	// The share link, in a fresh page: the same files.
 	files = nil
@@ -389,4 +425,228 @@ func logWasmSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("rlctl.wasm: %.1f MB raw, %.1f MB gzipped (%d and %d bytes)", float64(n)/1e6, float64(len(gz))/1e6, n, len(gz))
+}
+
+// highlightShown is what the editor's highlight layer shows, as readHighlight reads it.
+type highlightShown struct {
+	Same    bool                // its textContent is the editor's value
+	Length  int                 // of the editor's value
+	Differs int                 // where the two first differ; -1 when they do not
+	Tokens  map[string][]string // the text of each token, by class: "tok-keyword" → …
+	Other   []string            // elements other than a token's span: tag.class
+	Style   []string            // the font and layout properties it does not share with the editor
+	Off     []string            // what is not where the editor draws it
+}
+
+// readHighlightScript reads the highlight layer. Beyond its text and tokens, it checks
+// that the layer lies under the editor's text: the same font, line height, padding and
+// tab size; the layer's box the editor's moved by the editor's scroll; and three tokens
+// (the first, one in the middle, the last) drawn on their lines, each line LINE (20px)
+// high from PAD (8px) below the editor's top, less the scroll.
+const readHighlightScript = `
+const ta = document.getElementById("text"), hl = document.getElementById("highlight");
+const a = hl.textContent, b = ta.value;
+let differs = -1;
+if (a !== b) for (differs = 0; differs < a.length && a[differs] === b[differs]; differs++);
+const tokens = {}, other = [];
+for (const e of hl.querySelectorAll("*")) {
+	if (e.tagName === "DIV" && e.parentNode === hl && !e.attributes.length) continue; // a line
+	if (e.tagName === "SPAN" && /^tok-[a-z]+$/.test(e.className) && !e.children.length && e.parentNode.parentNode === hl) (tokens[e.className] ||= []).push(e.textContent);
+	else other.push(e.tagName + "." + e.className);
+}
+const hs = getComputedStyle(hl), ts = getComputedStyle(ta);
+const style = ["fontFamily", "fontSize", "fontWeight", "fontStyle", "fontVariantLigatures", "lineHeight", "letterSpacing",
+	"wordSpacing", "tabSize", "whiteSpace", "textIndent", "paddingTop", "paddingLeft", "borderTopWidth", "borderLeftWidth"]
+	.filter((p) => hs[p] !== ts[p]).map((p) => p + ": " + hs[p] + ", the editor's " + ts[p]);
+const off = [];
+const hr = hl.getBoundingClientRect(), tr = ta.getBoundingClientRect();
+if (Math.abs(hr.left + ta.scrollLeft - tr.left) > 0.5 || Math.abs(hr.top + ta.scrollTop - tr.top) > 0.5) {
+	off.push("the layer at " + hr.left + "," + hr.top + "; the editor at " + tr.left + "," + tr.top + " scrolled by " + ta.scrollLeft + "," + ta.scrollTop);
+}
+const spans = [...hl.querySelectorAll("span")].filter((s) => !s.textContent.startsWith("\n"));
+for (const s of [spans[0], spans[spans.length >> 1], spans[spans.length - 1]]) {
+	if (!s) continue;
+	const r = document.createRange();
+	r.setStart(hl, 0);
+	r.setEndBefore(s);
+	const line = r.toString().split("\n").length;
+	const box = s.getClientRects()[0];
+	const mid = box.top + box.height / 2 - tr.top, want = 8 + (line - 1) * 20 + 10 - ta.scrollTop;
+	if (Math.abs(mid - want) > 1) off.push(JSON.stringify(s.textContent) + " on line " + line + ": its middle " + mid + "px below the editor's top, want " + want);
+}
+return {same: a === b, length: b.length, differs, tokens, other, style, off};`
+
+// checkHighlight requires the highlight layer to show the editor's text exactly, with
+// tokens only, and to lie under it; it returns the tokens' texts by class. where says
+// when.
+func checkHighlight(t *testing.T, d *webDriver, where string) map[string][]string {
+	t.Helper()
+	var h highlightShown
+	d.exec(&h, readHighlightScript)
+	if !h.Same {
+		t.Errorf("%s: the highlight layer's text is not the editor's (%d characters): they differ from offset %d", where, h.Length, h.Differs)
+	}
+	if len(h.Other) > 0 || len(h.Style) > 0 || len(h.Off) > 0 {
+		t.Errorf("%s: the highlight layer has elements %q besides its tokens; does not share with the editor %q; is off the text: %q", where, h.Other, h.Style, h.Off)
+	}
+	if len(h.Tokens) == 0 {
+		t.Errorf("%s: the highlight layer has no tokens", where)
+	}
+	return h.Tokens
+}
+
+// tokenizerCases are texts hard to split, and the tokens the page makes of them ("kind
+// text", a token over several lines one a line); a nil tokens is not checked, only that
+// the text comes out whole.
+var tokenizerCases = []struct {
+	Name   string   `json:"name"`
+	Text   string   `json:"text"`
+	Tokens []string `json:"-"`
+}{
+	{"a.hcl", "policy \"a\" {\n  x = \"${upper(\"q\")}-%{ if true }y%{ endif }$${lit}\"\n}\n", []string{
+		"block policy", `string "a"`, "attr x", `string "`, "interp ${", "func upper", `string "q"`, "interp }", "string -",
+		"interp %{", "keyword if", "const true", "interp }", "string y", "interp %{", "keyword endif", "interp }", `string $${lit}"`}},
+	{"a.hcl", "h = <<-EOT\n  ${local.a} <b>&amp;</b>\n  EOT\nn = 1.5e3\n", []string{
+		"attr h", "string <<-EOT", "string   ", "interp ${", "ref local", "interp }", "string  <b>&amp;</b>", "string EOT", "attr n", "number 1.5e3"}},
+	{"a.hcl", "l = [for v in xs : upper(v) if v != \"\"] // c\n/* a\nb */ m = request.path == \"/\" # d\n", []string{
+		"attr l", "keyword for", "keyword in", "func upper", "keyword if", `string ""`, "comment // c", "comment /* a", "comment b */",
+		"attr m", "ref request", `string "/"`, "comment # d"}},
+	// Strings left open, as while they are typed: each ends with its line.
+	{"a.hcl", "x = \"abc\ny = \"${ open\npolicy \"b\" {}", []string{"attr x", `string "abc`, "attr y", `string "`, "interp ${", "block policy", `string "b"`}},
+	{"a.hcl", "\n<script>alert(1)</script> & \"<i>\" /* <!-- */", []string{"func alert", "number 1", `string "<i>"`, "comment /* <!-- */"}},
+	{"a.hcl", strings.Repeat(`"${`, 20000), nil},
+	{"a.hcl", "x = <<EOF\nno end ${", nil},
+	{"a.lua", "--[==[ long ]] ]==] x = [[a]] .. 'b\\'c' -- end\nlocal function M.f:g(a) return 0x1F + .5, nil end\ns = \"open\n", []string{
+		"comment --[==[ long ]] ]==]", "string [[a]]", `string 'b\'c'`, "comment -- end", "keyword local", "keyword function",
+		"func M.f:g", "keyword return", "number 0x1F", "number .5", "const nil", "keyword end", `string "open`}},
+	{"a.lua", "--[[ open <b>", []string{"comment --[[ open <b>"}},
+	{"notes.txt", "policy \"a\" { <b> }", []string{}},
+}
+
+// checkTokenizers runs the page's highlightHTML on tokenizerCases and requires each
+// text whole, in lines and tokens only, and the tokens listed; then it highlights a
+// file of 2,000 lines, and edits it, on a layer like the editor's, requiring the text
+// whole after each change and logging how long that takes.
+func checkTokenizers(t *testing.T, d *webDriver, policy string) {
+	t.Helper()
+	var got []struct {
+		Same   bool
+		Tokens []string
+		Other  []string
+	}
+	d.exec(&got, `return arguments[0].map((c) => {
+		const layer = document.createElement("div");
+		layer.innerHTML = highlightHTML(c.name, c.text);
+		const tokens = [], other = [];
+		for (const e of layer.querySelectorAll("*")) {
+			if (e.tagName === "DIV" && e.parentNode === layer && !e.attributes.length) continue; // a line
+			if (e.tagName === "SPAN" && /^tok-[a-z]+$/.test(e.className) && !e.children.length && e.parentNode.parentNode === layer) tokens.push(e.className.slice(4) + " " + e.textContent);
+			else other.push(e.tagName + "." + e.className);
+		}
+		return {same: layer.textContent === c.text, tokens: tokens.length > 100 ? null : tokens, other};
+	})`, tokenizerCases)
+	for i, c := range tokenizerCases {
+		g := got[i]
+		if !g.Same || len(g.Other) > 0 || (c.Tokens != nil && !slices.Equal(g.Tokens, c.Tokens)) {
+			t.Errorf("highlightHTML(%q, %.60q): text whole %v, other elements %q, tokens\n%q\nwant\n%q", c.Name, c.Text, g.Same, g.Other, g.Tokens, c.Tokens)
+		}
+	}
+	var big strings.Builder
+	for big.Len() == 0 || strings.Count(big.String(), "\n") < 2000 {
+		big.WriteString(policy)
+	}
+	// A layer like the editor's, made whole, then changed by edits as a key would: a
+	// character typed, a line added at the top, ten lines removed, a comment opened
+	// (every line after it changes) and closed again.
+	var run struct {
+		Tokens, Whole, Key float64
+		Same               []bool
+	}
+	d.exec(&run, `const text = arguments[0], probe = document.createElement("div");
+		probe.style.cssText = "position: absolute; inset: 0; padding: 8px; visibility: hidden; white-space: pre; tab-size: 2";
+		document.querySelector(".code").prepend(probe);
+		const time = (f) => { const start = performance.now(); f(); probe.getBoundingClientRect(); return performance.now() - start; };
+		const mid = text.indexOf("\n", text.length >> 1), tenth = text.indexOf("\n", text.length >> 3);
+		let lines = [], now = text;
+		const show = (t) => { now = t; lines = updateLayer(probe, lines, highlightLines("big.hcl", t)); return probe.textContent === t; };
+		const out = {tokens: time(() => highlightLines("big.hcl", text)), whole: time(() => show(text)), same: [probe.textContent === text]};
+		out.key = time(() => show(text.slice(0, mid) + "x" + text.slice(mid)));
+		out.same.push(probe.textContent === now);
+		out.same.push(show("# top\n" + now));
+		out.same.push(show(now.split("\n").filter((l, i) => i < 100 || i >= 110).join("\n")));
+		out.same.push(show(now.slice(0, tenth) + "/*" + now.slice(tenth)));
+		out.same.push(show(now.slice(0, tenth) + now.slice(tenth + 2)));
+		probe.remove();
+		return out`, big.String())
+	lines := strings.Count(big.String(), "\n")
+	t.Logf("highlighting %d lines (%d bytes): tokens %.1f ms; the layer made whole %.1f ms, after a key %.1f ms", lines, big.Len(), run.Tokens, run.Whole, run.Key)
+	if slices.Contains(run.Same, false) {
+		t.Errorf("a layer of %d lines, made whole and then edited, does not hold the text after each change: %v", lines, run.Same)
+	}
+	if run.Key > 1000 {
+		t.Errorf("highlighting %d lines after a key takes %.0f ms", lines, run.Key)
+	}
+}
+
+// referenceShown is what the quick reference panel shows.
+type referenceShown struct {
+	Visible  bool     // not hidden, and of some height
+	Expanded string   // the button's aria-expanded
+	Topics   []string // its tabs
+	Selected string   // the chosen tab's topic
+	Text     string   // the text under them
+	Focused  string   // the id of the element with the focus
+}
+
+const readReferenceScript = `
+const p = document.getElementById("reference"), sel = p.querySelector('.topic[aria-selected="true"]');
+return {visible: !p.hidden && p.getBoundingClientRect().height > 0,
+	expanded: document.getElementById("reference-toggle").getAttribute("aria-expanded"),
+	topics: [...p.querySelectorAll(".topic")].map((b) => b.dataset.topic), selected: sel && sel.dataset.topic,
+	text: document.getElementById("reference-text").textContent, focused: document.activeElement.id}`
+
+// checkReference opens the quick reference, reads each topic by mouse and by keyboard
+// and closes it with Escape and with its close button, requiring Reference's texts.
+func checkReference(t *testing.T, d *webDriver) {
+	t.Helper()
+	ref := Reference()
+	var names []string
+	for _, topic := range ref {
+		names = append(names, topic.Name)
+	}
+	read := func() referenceShown {
+		var r referenceShown
+		d.exec(&r, readReferenceScript)
+		return r
+	}
+	d.waitFor("the reference loaded", nil, `return !document.getElementById("reference-toggle").disabled`)
+	d.click("#reference-toggle")
+	r := read()
+	if !r.Visible || r.Expanded != "true" || !slices.Equal(r.Topics, names) || r.Selected != ref[0].Name || r.Focused != "reference-tab-"+ref[0].Name {
+		t.Errorf("the reference opened shows %+v; want it visible with the topics %q, %s chosen and focused", r, names, ref[0].Name)
+	}
+	if r.Text != ref[0].Text {
+		t.Errorf("the reference's %s reads\n%.300s\nwant Reference()[0].Text:\n%.300s", ref[0].Name, r.Text, ref[0].Text)
+	}
+	d.screenshot("1-reference")
+	d.click(`.topic[data-topic="` + ref[1].Name + `"]`)
+	if r = read(); r.Selected != ref[1].Name || r.Text != ref[1].Text {
+		t.Errorf("a click on %s shows %s:\n%.300s\nwant Reference()[1].Text:\n%.300s", ref[1].Name, r.Selected, r.Text, ref[1].Text)
+	}
+	d.sendKeys(`.topic[data-topic="`+ref[1].Name+`"]`, "\ue014") // the right arrow
+	if r = read(); r.Selected != ref[2].Name || r.Text != ref[2].Text || r.Focused != "reference-tab-"+ref[2].Name {
+		t.Errorf("the right arrow from %s shows %s (focus on %q):\n%.300s\nwant %s, focused, and Reference()[2].Text", ref[1].Name, r.Selected, r.Focused, r.Text, ref[2].Name)
+	}
+	d.sendKeys("#reference-text", "\ue00c") // Escape
+	if r = read(); r.Visible || r.Expanded != "false" || r.Focused != "reference-toggle" {
+		t.Errorf("after Escape the reference is %+v; want it hidden, the focus back on its button", r)
+	}
+	d.click("#reference-toggle")
+	if r = read(); !r.Visible || r.Selected != ref[2].Name {
+		t.Errorf("opened again, the reference shows %+v; want it visible at %s, as it was left", r, ref[2].Name)
+	}
+	d.click("#reference-close")
+	if r = read(); r.Visible || r.Expanded != "false" {
+		t.Errorf("after its close button the reference is %+v; want it hidden", r)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rlctl/rlctl/dsl"
 	"github.com/rogpeppe/go-internal/txtar"
 )
 
@@ -205,5 +206,26 @@ func TestVerify(t *testing.T) {
 	}
 	if r := Verify(testCase(t, "unknown_algorithm"), VerifyOptions{}, nil); r.Error != "1 problem" || r.Findings != nil || len(r.Diagnostics) != 1 {
 		t.Errorf("invalid files: %+v", r)
+	}
+}
+
+func TestReference(t *testing.T) {
+	ref := Reference()
+	var names []string
+	for _, topic := range ref {
+		names = append(names, topic.Name)
+		if topic.Short == "" || !strings.HasSuffix(topic.Text, "\n") || len(topic.Text) < 200 {
+			t.Errorf("topic %s: short %q and %d bytes of text; want a line and the reference", topic.Name, topic.Short, len(topic.Text))
+		}
+	}
+	if want := []string{"policy", "scenario", "plugins"}; !slices.Equal(names, want) {
+		t.Errorf("topics %q, want %q", names, want)
+	}
+	if !slices.Equal(ref, dsl.Topics()) {
+		t.Error("Reference is not dsl.Topics")
+	}
+	ref[0].Text = "changed"
+	if Reference()[0].Text == "changed" {
+		t.Error("a change to Reference's result shows in the next call")
 	}
 }

@@ -58,6 +58,7 @@ globalThis.onRlctlPlaygroundReady = () => setTimeout(() => {
 	const p = globalThis.rlctlPlayground;
 	out.ready = globalThis.rlctlPlaygroundReady;
 	out.examples = JSON.parse(p.examples());
+	out.reference = JSON.parse(p.reference());
 	out.validate = JSON.parse(p.validate(filesJSON));
 	out.validateObject = JSON.parse(p.validate(JSON.parse(filesJSON)));
 	out.format = JSON.parse(p.format("a.hcl", "policy  \"a\" {\n}\n"));
@@ -125,6 +126,7 @@ func TestWasmInNode(t *testing.T) {
 	for method, want := range map[string]any{
 		"ready":          true,
 		"examples":       Examples(),
+		"reference":      Reference(),
 		"validate":       Validate(files),
 		"validateObject": Validate(files),
 		"format":         Format("a.hcl", "policy  \"a\" {\n}\n"),

@@ -10,6 +10,8 @@
 // that differ from those last loaded or shared are unsaved edits: replacing them asks
 // first, and leaving the page warns. The request panel decides one request at a time on
 // the files (decide, on the live worker), charged in a state that the decisions share.
+// The editor colours HCL and Lua as they are typed, on a layer under the textarea; the
+// Reference button opens the language's short references, what rlctl help prints.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -176,6 +178,7 @@ function showActive() {
   ta.disabled = !state.active;
   ta.scrollTop = 0;
   ta.scrollLeft = 0;
+  renderHighlight();
   renderGutter(true);
   renderMarks();
   syncScroll();
@@ -227,6 +230,7 @@ function renameFile(name) {
   state.files[to] = state.files[name];
   delete state.files[name];
   state.active = to;
+  renderHighlight(); // another name may be another language
   renderTabs();
   changed();
 }
@@ -309,7 +313,9 @@ function renderMarks() {
 function syncScroll() {
   const ta = $("text");
   $("gutter").style.transform = `translateY(${-ta.scrollTop}px)`;
-  $("marks").style.transform = `translate(${-ta.scrollLeft}px, ${-ta.scrollTop}px)`;
+  const shift = `translate(${-ta.scrollLeft}px, ${-ta.scrollTop}px)`;
+  $("marks").style.transform = shift;
+  $("highlight").style.transform = shift;
 }
 
 // offsetOf returns the index in text of line:column (1-based, column in characters).
@@ -340,6 +346,7 @@ function goTo(file, line, column) {
 
 function onInput() {
   state.files[state.active] = $("text").value;
+  renderHighlight();
   renderGutter();
   changed();
 }
@@ -350,6 +357,462 @@ function onKeyDown(e) {
     e.preventDefault();
     document.execCommand("insertText", false, "  ");
   }
+}
+
+// ---- highlighting ----
+
+// The highlight layer (#highlight) draws the active file's text in colour under the
+// editor, whose own text is transparent. The layer's textContent is always the editor's
+// value, character for character, in the same font, padding and tab size, so that each
+// token lies exactly under its characters. It holds one <div> a line, the line's newline
+// included (a block's last newline makes no line of its own); nothing is added for a
+// last empty line: the layer does not scroll, syncScroll moves it, so its own height
+// does not matter. An edit remakes only the lines from the first whose markup changed
+// to the last, so that typing in a long file stays quick.
+//
+// highlightLines(name, text) returns the markup of each line of a file called name:
+// its text, HTML-escaped, with its tokens in <span class="tok-KIND"> elements (a token
+// over several lines is cut at each newline) and no other markup. highlightHTML(name,
+// text) is the layer's whole markup, each line in its <div>. Policy files (.hcl, and
+// .json, whose strings are HCL templates too) and Lua files (.lua) have tokens; any other
+// file is plain text. The kinds are
+//   comment  string  number
+//   interp   the ${ } and %{ } around a template's expression (the expression inside is
+//            highlighted as one)
+//   const    true false null (Lua: true false nil)
+//   keyword  HCL's for in if (else endif endfor in a %{ } directive); Lua's keywords
+//   block    an HCL block's type: an identifier followed by a quoted label or {
+//   attr     an HCL attribute's name: an identifier followed by = (not == or =>)
+//   func     a function called (an identifier followed by "("); Lua: the name after
+//            function
+//   ref      request, local and param followed by a dot
+// The tokenizers make one pass over the text with no backtracking. Should one throw,
+// the text is shown plain.
+
+const htmlEscapes = { "&": "&amp;", "<": "&lt;", ">": "&gt;" };
+const escapeHTML = (s) => s.replace(/[&<>]/g, (c) => htmlEscapes[c]);
+
+// A Painter collects a text's tokens: token(kind, from, to) marks text[from:to]; the text
+// between tokens is plain. Tokens are taken in order; a token that starts before the end
+// of the last is cut to start there, so that every character is written once. A token
+// right after one of its kind joins it (but for interp: each ${, %{ and } is one).
+class Painter {
+  constructor(text) {
+    this.text = text;
+    this.pos = 0;
+    this.tokens = []; // [kind, from, to]
+  }
+
+  token(kind, from, to) {
+    from = Math.max(from, this.pos);
+    to = Math.min(to, this.text.length);
+    if (to <= from) return;
+    const last = this.tokens[this.tokens.length - 1];
+    if (last && last[2] === from && last[0] === kind && kind !== "interp") last[2] = to;
+    else this.tokens.push([kind, from, to]);
+    this.pos = to;
+  }
+
+  // lines returns the markup of each line, its newline included.
+  lines() {
+    const text = this.text;
+    const out = [];
+    let line = "";
+    let at = 0;
+    let nl = text.indexOf("\n");
+    // add adds text[at:to] as kind ("" for plain), cut at its newlines.
+    const add = (kind, to) => {
+      while (at < to) {
+        const end = nl >= 0 && nl < to ? nl : to;
+        if (end > at) {
+          const s = escapeHTML(text.slice(at, end));
+          line += kind ? `<span class="tok-${kind}">${s}</span>` : s;
+          at = end;
+        }
+        if (at === nl && at < to) {
+          out.push(line + "\n");
+          line = "";
+          at++;
+          nl = text.indexOf("\n", at);
+        }
+      }
+    };
+    for (const [kind, from, to] of this.tokens) {
+      add("", from);
+      add(kind, to);
+    }
+    add("", text.length);
+    out.push(line);
+    return out;
+  }
+}
+
+// Character classes, on char codes.
+const isDigit = (c) => c >= 48 && c <= 57;
+const isLetter = (c) => (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || c === 95; // a-z A-Z _
+const isHex = (c) => isDigit(c) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70);
+const isBlank = (c) => c === 32 || c === 9; // space, tab
+
+function highlightLines(name, text) {
+  try {
+    if (/\.(hcl|json)$/.test(name)) return highlightHCL(text).lines();
+    if (name.endsWith(".lua")) return highlightLua(text).lines();
+  } catch (err) {
+    console.error("rlctl playground: highlighting", name, err);
+  }
+  return new Painter(text).lines();
+}
+
+const highlightHTML = (name, text) => highlightLines(name, text).map((l) => `<div>${l}</div>`).join("");
+
+// numberEnd returns where the decimal number that starts at i (a digit) ends: digits, a
+// fraction, an exponent.
+function numberEnd(text, i) {
+  const n = text.length;
+  while (i < n && isDigit(text.charCodeAt(i))) i++;
+  if (text.charCodeAt(i) === 46 && isDigit(text.charCodeAt(i + 1))) { // .
+    i += 2;
+    while (i < n && isDigit(text.charCodeAt(i))) i++;
+  }
+  const e = text.charCodeAt(i);
+  if (e === 101 || e === 69) { // e E
+    let j = i + 1;
+    const s = text.charCodeAt(j);
+    if (s === 43 || s === 45) j++; // + -
+    if (isDigit(text.charCodeAt(j))) {
+      i = j + 1;
+      while (i < n && isDigit(text.charCodeAt(i))) i++;
+    }
+  }
+  return i;
+}
+
+const hclConsts = new Set(["true", "false", "null"]);
+const hclKeywords = new Set(["for", "in", "if"]);
+const hclDirectiveKeywords = new Set(["for", "in", "if", "else", "endif", "endfor"]);
+const hclRefs = new Set(["request", "local", "param"]);
+const heredocStart = /<<-?([A-Za-z_][A-Za-z0-9_-]*)\r?\n/y;
+
+// highlightHCL returns the Painter of text, HCL's native syntax, tokenized with a stack of the contexts open: an
+// expression (the file's top level, or one inside a template's ${ } or %{ }), a quoted
+// template, a heredoc's template. An interpolation in a quoted template ends with its
+// line, as the string does, so that a string being typed colours one line, not the rest
+// of the file.
+function highlightHCL(text) {
+  const p = new Painter(text);
+  const n = text.length;
+  // expr: {expr: true, depth (the braces opened inside it), interp (inside ${ } or %{ }),
+  // directive (%{ }), quoted (the interp of a quoted template)}; quoted: {quoted: true,
+  // start (where its opening quote is, until the string's first part is marked)};
+  // heredoc: {marker}.
+  const stack = [{ expr: true, depth: 0 }];
+  let i = 0;
+  while (i < n) {
+    const ctx = stack[stack.length - 1];
+    if (ctx.expr) i = hclExpr(text, i, p, stack, ctx);
+    else if (ctx.quoted) i = hclQuoted(text, i, p, stack, ctx);
+    else i = hclHeredoc(text, i, p, stack, ctx);
+  }
+  return p;
+}
+
+// hclTemplatePart handles what starts at j in a template: an escaped $${ or %%{ (it
+// returns j + 3), or a ${ or %{ that opens an interpolation (it marks the literal text
+// from `from` and the delimiter, pushes the expression and returns -(j + 2)); else 0.
+function hclTemplatePart(text, from, j, p, stack, quoted) {
+  const c = text.charCodeAt(j);
+  if (c !== 36 && c !== 37) return 0; // $ %
+  const d = text.charCodeAt(j + 1);
+  if (d === c && text.charCodeAt(j + 2) === 123) return j + 3;
+  if (d !== 123) return 0; // {
+  p.token("string", from, j);
+  p.token("interp", j, j + 2);
+  stack.push({ expr: true, depth: 0, interp: true, directive: c === 37, quoted });
+  return -(j + 2);
+}
+
+function hclQuoted(text, i, p, stack, ctx) {
+  const n = text.length;
+  let j = i;
+  if (ctx.start >= 0) { // the opening quote belongs to the string's first part
+    i = ctx.start;
+    ctx.start = -1;
+  }
+  while (j < n) {
+    const c = text.charCodeAt(j);
+    if (c === 34) { // "
+      p.token("string", i, j + 1);
+      stack.pop();
+      return j + 1;
+    }
+    if (c === 10) break; // a string left open ends with its line
+    if (c === 92) { // \ and the character it escapes
+      j += text.charCodeAt(j + 1) === 10 ? 1 : 2;
+      continue;
+    }
+    const t = hclTemplatePart(text, i, j, p, stack, true);
+    if (t < 0) return -t;
+    j = t > 0 ? t : j + 1;
+  }
+  p.token("string", i, j);
+  stack.pop();
+  return Math.min(j, n);
+}
+
+function hclHeredoc(text, i, p, stack, ctx) {
+  const n = text.length;
+  if (i > 0 && text.charCodeAt(i - 1) === 10) { // a line's start: the closing marker?
+    let k = i;
+    while (k < n && isBlank(text.charCodeAt(k))) k++;
+    const e = k + ctx.marker.length;
+    const after = text.charCodeAt(e);
+    if (text.startsWith(ctx.marker, k) && (e === n || after === 10 || after === 13)) {
+      p.token("string", k, e);
+      stack.pop();
+      return e;
+    }
+  }
+  let j = i;
+  while (j < n) {
+    if (text.charCodeAt(j) === 10) {
+      p.token("string", i, j + 1);
+      return j + 1;
+    }
+    const t = hclTemplatePart(text, i, j, p, stack, false);
+    if (t < 0) return -t;
+    j = t > 0 ? t : j + 1;
+  }
+  p.token("string", i, n);
+  return n;
+}
+
+function hclExpr(text, i, p, stack, ctx) {
+  const n = text.length;
+  const c = text.charCodeAt(i);
+  const next = text.charCodeAt(i + 1);
+  if (c === 10 && ctx.quoted) { // the line ends the interpolation and its string
+    stack.length -= 2;
+    return i;
+  }
+  if (c === 35 || (c === 47 && next === 47)) { // # //
+    let j = text.indexOf("\n", i);
+    if (j < 0) j = n;
+    p.token("comment", i, j);
+    return j;
+  }
+  if (c === 47 && next === 42) { // /*
+    const j = text.indexOf("*/", i + 2);
+    const end = j < 0 ? n : j + 2;
+    p.token("comment", i, end);
+    return end;
+  }
+  if (c === 34) { // "
+    stack.push({ quoted: true, start: i });
+    return i + 1;
+  }
+  if (c === 60 && next === 60) { // <<
+    heredocStart.lastIndex = i;
+    const m = heredocStart.exec(text);
+    if (m) {
+      const end = i + m[0].length - (m[0].endsWith("\r\n") ? 2 : 1);
+      p.token("string", i, end);
+      stack.push({ marker: m[1] });
+      return end;
+    }
+    return i + 2;
+  }
+  if (c === 123) { // {
+    ctx.depth++;
+    return i + 1;
+  }
+  if (c === 125) { // }
+    if (ctx.interp && ctx.depth === 0) {
+      p.token("interp", i, i + 1);
+      stack.pop();
+      return i + 1;
+    }
+    if (ctx.depth > 0) ctx.depth--;
+    return i + 1;
+  }
+  if (isDigit(c)) {
+    const end = numberEnd(text, i);
+    p.token("number", i, end);
+    return end;
+  }
+  if (!isLetter(c)) return i + 1;
+  let j = i + 1;
+  for (let d = text.charCodeAt(j); j < n && (isLetter(d) || isDigit(d) || d === 45); d = text.charCodeAt(++j)); // HCL names may hold -
+  const word = text.slice(i, j);
+  let k = j;
+  while (k < n && isBlank(text.charCodeAt(k))) k++;
+  const after = text.charCodeAt(k);
+  const after2 = text.charCodeAt(k + 1);
+  let kind = "";
+  if (after === 61 && after2 !== 61 && after2 !== 62) kind = "attr"; // = but not == or =>
+  else if (after === 40) kind = "func"; // (
+  else if (hclConsts.has(word)) kind = "const";
+  else if ((ctx.directive ? hclDirectiveKeywords : hclKeywords).has(word)) kind = "keyword";
+  else if (!ctx.interp && (after === 34 || after === 123)) kind = "block"; // " {
+  else if (k === j && after === 46 && hclRefs.has(word)) kind = "ref"; // .
+  if (kind) p.token(kind, i, j);
+  return j;
+}
+
+const luaKeywords = new Set(["and", "break", "do", "else", "elseif", "end", "for", "function", "goto", "if", "in",
+  "local", "not", "or", "repeat", "return", "then", "until", "while"]);
+const luaConsts = new Set(["true", "false", "nil"]);
+
+// longBracket returns the closing bracket of the long bracket that opens at i in text
+// ([[, [=[, [==[ …: "]]", "]=]", "]==]"), or "" when none opens there; open is set to the
+// opening bracket's length.
+function longBracket(text, i, open) {
+  if (text.charCodeAt(i) !== 91) return ""; // [
+  let j = i + 1;
+  while (text.charCodeAt(j) === 61) j++; // =
+  if (text.charCodeAt(j) !== 91) return "";
+  open.length = j + 1 - i;
+  return "]" + "=".repeat(j - i - 1) + "]";
+}
+
+// highlightLua returns the Painter of text, Lua 5.1 as the plugins' scripts are written.
+function highlightLua(text) {
+  const p = new Painter(text);
+  const n = text.length;
+  const open = { length: 0 };
+  let i = 0;
+  while (i < n) {
+    const c = text.charCodeAt(i);
+    if (c === 45 && text.charCodeAt(i + 1) === 45) { // --
+      const close = longBracket(text, i + 2, open);
+      let end;
+      if (close) {
+        const j = text.indexOf(close, i + 2 + open.length);
+        end = j < 0 ? n : j + close.length;
+      } else {
+        end = text.indexOf("\n", i);
+        if (end < 0) end = n;
+      }
+      p.token("comment", i, end);
+      i = end;
+      continue;
+    }
+    if (c === 91) { // [
+      const close = longBracket(text, i, open);
+      if (close) {
+        const j = text.indexOf(close, i + open.length);
+        const end = j < 0 ? n : j + close.length;
+        p.token("string", i, end);
+        i = end;
+        continue;
+      }
+      i++;
+      continue;
+    }
+    if (c === 34 || c === 39) { // " '
+      let j = i + 1;
+      while (j < n) {
+        const d = text.charCodeAt(j);
+        if (d === c) {
+          j++;
+          break;
+        }
+        if (d === 10) break; // a string left open ends with its line
+        j += d === 92 ? 2 : 1; // \ and the character it escapes
+      }
+      p.token("string", i, j);
+      i = Math.min(j, n);
+      continue;
+    }
+    if (isDigit(c) || (c === 46 && isDigit(text.charCodeAt(i + 1)) && text.charCodeAt(i - 1) !== 46)) {
+      let j;
+      const x = text.charCodeAt(i + 1);
+      if (c === 48 && (x === 120 || x === 88)) { // 0x
+        j = i + 2;
+        for (let d = text.charCodeAt(j); j < n && (isHex(d) || d === 46); d = text.charCodeAt(++j));
+      } else if (c === 46) {
+        j = numberEnd(text, i + 1);
+      } else {
+        j = numberEnd(text, i);
+      }
+      p.token("number", i, j);
+      i = j;
+      continue;
+    }
+    if (!isLetter(c)) {
+      i++;
+      continue;
+    }
+    let j = i + 1;
+    for (let d = text.charCodeAt(j); j < n && (isLetter(d) || isDigit(d)); d = text.charCodeAt(++j));
+    const word = text.slice(i, j);
+    if (luaKeywords.has(word)) {
+      p.token("keyword", i, j);
+      if (word === "function") { // its name: a, a.b, a:b
+        let k = j;
+        while (k < n && isBlank(text.charCodeAt(k))) k++;
+        let e = k;
+        while (isLetter(text.charCodeAt(e))) {
+          e++;
+          for (let d = text.charCodeAt(e); e < n && (isLetter(d) || isDigit(d)); d = text.charCodeAt(++e));
+          const sep = text.charCodeAt(e);
+          if ((sep !== 46 && sep !== 58) || !isLetter(text.charCodeAt(e + 1))) break; // . :
+          e++;
+        }
+        if (e > k) {
+          p.token("func", k, e);
+          j = e;
+        }
+      }
+    } else if (luaConsts.has(word)) {
+      p.token("const", i, j);
+    } else {
+      let k = j;
+      while (k < n && isBlank(text.charCodeAt(k))) k++;
+      if (text.charCodeAt(k) === 40) p.token("func", i, j); // (
+    }
+    i = j;
+  }
+  return p;
+}
+
+// updateLayer makes layer, which shows the lines shown (each line's markup in a <div>),
+// show lines instead: the lines from the first that differs to the last are made anew.
+// It returns lines.
+function updateLayer(layer, shown, lines) {
+  let a = 0;
+  const max = Math.min(shown.length, lines.length);
+  while (a < max && shown[a] === lines[a]) a++;
+  let b = 0; // lines the same at the end, after a
+  while (b < max - a && shown[shown.length - 1 - b] === lines[lines.length - 1 - b]) b++;
+  const kids = layer.children;
+  const after = kids[shown.length - b] || null;
+  if (a < shown.length - b) {
+    const gone = document.createRange();
+    gone.setStartBefore(kids[a]);
+    if (after) gone.setEndBefore(after);
+    else gone.setEndAfter(layer.lastChild);
+    gone.deleteContents();
+  }
+  if (a < lines.length - b) {
+    const made = document.createElement("template");
+    made.innerHTML = lines.slice(a, lines.length - b).map((l) => `<div>${l}</div>`).join("");
+    layer.insertBefore(made.content, after);
+  }
+  return lines;
+}
+
+// highlighted is what the layer shows: the file and text it was made for, and the
+// markup of each line.
+let highlighted = { name: null, text: null, lines: [] };
+
+// renderHighlight makes the highlight layer show the editor's text, unless it does.
+function renderHighlight() {
+  const text = $("text").value;
+  if (highlighted.name === state.active && highlighted.text === text) return;
+  const layer = $("highlight");
+  const shown = layer.children.length === highlighted.lines.length ? highlighted.lines : [];
+  if (!shown.length) layer.replaceChildren();
+  highlighted = { name: state.active, text, lines: updateLayer(layer, shown, highlightLines(state.active, text)) };
 }
 
 // ---- validate ----
@@ -888,6 +1351,84 @@ function resetDecisions() {
   $("output").replaceChildren(el("h2", {}, "decide"), el("p", { class: "note" }, "Reset: no request charged yet, the clock at 0 s."));
 }
 
+// ---- the quick reference ----
+
+// reference holds the module's reference(): the language's short references, [{name,
+// short, text}], each what rlctl help NAME prints; topic is the one shown.
+let reference = [];
+let topic = "";
+
+// loadReference asks the live worker for the reference, once, and enables its button.
+async function loadReference() {
+  try {
+    const list = await live.call("reference", []);
+    if (!Array.isArray(list)) throw new Error(list && list.error ? list.error : "no topics");
+    reference = list;
+  } catch (err) {
+    $("reference-short").textContent = "The reference cannot be loaded: " + err.message;
+    return;
+  }
+  topic = reference.length ? reference[0].name : "";
+  renderReference();
+  $("reference-toggle").disabled = !reference.length;
+}
+
+// renderReference shows the topics as tabs, the chosen one's text under them.
+function renderReference() {
+  const chosen = reference.find((t) => t.name === topic);
+  $("reference-topics").replaceChildren(...reference.map((t) => el("button", {
+    class: "topic", role: "tab", id: "reference-tab-" + t.name, "data-topic": t.name, title: t.short,
+    "aria-selected": t.name === topic ? "true" : "false", "aria-controls": "reference-text",
+    tabindex: t.name === topic ? "0" : "-1", onclick: () => chooseTopic(t.name),
+  }, t.name)));
+  $("reference-short").textContent = chosen ? `${chosen.short[0].toUpperCase()}${chosen.short.slice(1)}. rlctl help ${chosen.name} prints the same.` : "";
+  $("reference-text").textContent = chosen ? chosen.text : "";
+  $("reference-text").setAttribute("aria-labelledby", chosen ? "reference-tab-" + chosen.name : "reference-title");
+  $("reference-text").scrollTop = 0;
+}
+
+function chooseTopic(name) {
+  if (name === topic) return;
+  topic = name;
+  renderReference();
+  $("reference-tab-" + name).focus();
+}
+
+// showReference opens (or closes) the reference panel; opened, it is scrolled into view
+// and its chosen topic's tab has the focus; closed, the button that opens it has.
+function showReference(open) {
+  const panel = $("reference");
+  const toggle = $("reference-toggle");
+  if (panel.hidden === !open) return;
+  panel.hidden = !open;
+  toggle.setAttribute("aria-expanded", String(open));
+  toggle.classList.toggle("open", open);
+  if (open) {
+    panel.scrollIntoView({ block: "nearest" });
+    const tab = $("reference-tab-" + topic);
+    if (tab) tab.focus();
+  } else {
+    toggle.focus();
+  }
+}
+
+// onReferenceKey is the panel's keyboard: Escape closes it; on the topics' tabs, the
+// right and left arrows, Home and End choose the next, the previous (round the ends), the
+// first and the last topic.
+function onReferenceKey(e) {
+  if (e.key === "Escape") {
+    e.preventDefault();
+    showReference(false);
+    return;
+  }
+  if (!e.target.classList.contains("topic") || !reference.length) return;
+  const at = reference.findIndex((t) => t.name === topic);
+  const to = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: reference.length - 1 }[e.key];
+  if (to === undefined) return;
+  e.preventDefault();
+  chooseTopic(reference[(to + reference.length) % reference.length].name);
+}
+
 // ---- start ----
 
 // compileModule fetches and compiles rlctl.wasm: streaming when the server says
@@ -930,6 +1471,9 @@ async function start() {
     if (at !== null) $("at").value = String(at + 1);
   });
   $("reset-decisions").addEventListener("click", resetDecisions);
+  $("reference-toggle").addEventListener("click", () => showReference($("reference").hidden));
+  $("reference-close").addEventListener("click", () => showReference(false));
+  $("reference").addEventListener("keydown", onReferenceKey);
 
   const fromLink = await filesFromLink();
   if (fromLink) {
@@ -967,6 +1511,7 @@ async function start() {
   } else if (!fromLink && examples.length) {
     loadExample(examples[0], false);
   }
+  loadReference(); // after the first validate: that one is waited for
 }
 
 async function format() {

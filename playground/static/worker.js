@@ -3,7 +3,8 @@
 //
 // The page posts {module}, a compiled WebAssembly.Module, first; then calls, each
 // {id, method, args}: a method of globalThis.rlctlPlayground (validate, format, simulate,
-// verify, examples) and its arguments. The worker answers
+// verify, examples, decide, resetDecisions, newFile, reference: playground/wasm/main.go
+// lists them) and its arguments. The worker answers
 //   {ready: true}              once the module has registered rlctlPlayground
 //   {failed: message}          when the module cannot start, or has exited
 //   {id, progress: [d, t]}     verify's progress: d of t checks done

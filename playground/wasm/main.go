@@ -13,6 +13,7 @@
 //	decide(files, request)           → DecideResult; request {"attrs": {…}, "cost": N, "at": "1s"}
 //	resetDecisions()                 → {}
 //	newFile(name)                    → the text a new file opens with, as a JSON string
+//	reference()                      → [dsl.Topic]: the language's short references
 //
 // each returning the JSON text of the playground package's result, with its field names
 // (files is a JSON object from file name to content, as a string or as the object
@@ -98,6 +99,9 @@ func main() {
 	}))
 	api.Set("examples", method(func([]js.Value) (any, error) {
 		return playground.Examples(), nil
+	}))
+	api.Set("reference", method(func([]js.Value) (any, error) {
+		return playground.Reference(), nil
 	}))
 	var session playground.Session
 	api.Set("decide", method(func(args []js.Value) (any, error) {
