@@ -107,6 +107,9 @@ type fault struct {
 	// it writes once per turn of its event loop, after every command of that turn.
 	stalls  bool
 	replica bool // needs a second server to replicate from
+	// batched: the callers' engines batch their concurrent calls (Batched), so the fault
+	// lands on batches in flight and calls queued behind them.
+	batched bool
 	begin   func(t *testing.T, env *faultEnv) (end func())
 }
 
@@ -187,6 +190,10 @@ var standaloneFaults = []fault{
 	{name: "read-only (REPLICAOF another server)", hold: 300 * time.Millisecond, replica: true, begin: readOnly},
 	{name: "half the callers cancel", hold: 300 * time.Millisecond, cancel: true, healthy: true, begin: healthy},
 	{name: "half the callers cancel, tuned client", hold: 300 * time.Millisecond, cancel: true, healthy: true, tuned: true, begin: healthy},
+	{name: "SIGSTOP 1.5s, batched", hold: 1500 * time.Millisecond, tuned: true, batched: true, stalls: true, begin: pause},
+	{name: "kill -9, restart on the same port, batched", hold: 300 * time.Millisecond, tuned: true, batched: true, begin: kill},
+	{name: "CLIENT KILL TYPE normal every 10ms, batched", hold: 300 * time.Millisecond, tuned: true, batched: true, begin: storm(10*time.Millisecond, "CLIENT", "KILL", "TYPE", "normal")},
+	{name: "half the callers cancel, batched", hold: 300 * time.Millisecond, cancel: true, healthy: true, tuned: true, batched: true, begin: healthy},
 }
 
 // TestFaults breaks a real redis-server in each way of standaloneFaults under 32
@@ -277,7 +284,11 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	// acquisitions: its idle connections are ready, so what it sends into a stalled server
 	// is queued there rather than waiting for a connection the callers hold.
 	rdb, ldb := newClient(f.tuned), newClient(f.tuned)
-	e, le := New(NewRedis(rdb), plan, opts...), New(NewRedis(ldb), plan, opts...)
+	var bopts []RedisOption
+	if f.batched {
+		bopts = append(bopts, Batched(0))
+	}
+	e, le := New(NewRedis(rdb, bopts...), plan, opts...), New(NewRedis(ldb, bopts...), plan, opts...)
 	closed := false
 	closeClients := func() {
 		if !closed {

@@ -67,12 +67,16 @@ type engineCase struct {
 	evalsha bool
 	// pipelined: concurrent decisions share writes (engine.Pipelined).
 	pipelined bool
+	// batched: concurrent decisions share script calls (engine.Batched).
+	batched bool
 }
 
 var engineCases = []engineCase{
 	{name: "gcra", hcl: oneRule("gcra")},
 	{name: "gcra (EVALSHA)", hcl: oneRule("gcra"), evalsha: true},
 	{name: "gcra (pipelined)", hcl: oneRule("gcra"), pipelined: true},
+	{name: "gcra (batched)", hcl: oneRule("gcra"), batched: true},
+	{name: "fixed_window (batched)", hcl: oneRule("fixed_window"), batched: true},
 	{name: "sliding_log", hcl: oneRule("sliding_log")},
 	{name: "sliding_window", hcl: oneRule("sliding_window")},
 	{name: "fixed_window", hcl: oneRule("fixed_window")},
@@ -238,6 +242,8 @@ func (c engineCase) backend(rdb *redis.Client) *engine.Redis {
 		return engine.NewRedis(rdb, engine.WithoutFunctions())
 	case c.pipelined:
 		return engine.NewRedis(rdb, engine.Pipelined())
+	case c.batched:
+		return engine.NewRedis(rdb, engine.Batched(0))
 	}
 	return engine.NewRedis(rdb)
 }
@@ -360,8 +366,8 @@ func contenders() []contender {
 		cs[c.name] = c.contender()
 	}
 	return []contender{
-		cs["gcra"], peers[0], cs["gcra (EVALSHA)"], cs["gcra (pipelined)"], peers[2], minimal,
-		cs["fixed_window"], peers[1],
+		cs["gcra"], peers[0], cs["gcra (batched)"], cs["gcra (EVALSHA)"], cs["gcra (pipelined)"], peers[2], minimal,
+		cs["fixed_window"], peers[1], cs["fixed_window (batched)"],
 		cs["3-rule stack, one call"], cs["3 rules, 3 calls"],
 		cs["sliding_log"], cs["sliding_window"],
 	}

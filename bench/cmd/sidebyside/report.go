@@ -37,11 +37,22 @@ var ratios = []ratio{
 	{"rlctl gcra (EVALSHA) ÷ redis_rate", "rlctl gcra (EVALSHA)", "go-redis/redis_rate (GCRA)", "–"},
 	{"rlctl gcra: FCALL ÷ EVALSHA", "rlctl gcra", "rlctl gcra (EVALSHA)", "–"},
 	{"rlctl gcra (pipelined) ÷ redis_rate", "rlctl gcra (pipelined)", "go-redis/redis_rate (GCRA)", "≥ 2.0 at c=32"},
+	{"rlctl gcra (batched) ÷ redis_rate", "rlctl gcra (batched)", "go-redis/redis_rate (GCRA)", "–"},
+	{"rlctl fixed_window (batched) ÷ ulule/limiter", "rlctl fixed_window (batched)", "ulule/limiter (fixed window)", "–"},
 	{"ceilings: rlctl gcra ÷ redis_rate (server-side script cost)", ceilingName("rlctl gcra"), ceilingName("go-redis/redis_rate (GCRA)"), "–"},
 	{"ceilings: rlctl gcra ÷ minimal script (Lua work beyond the Redis commands)", ceilingName("rlctl gcra"), ceilingName(minimal.name), "–"},
 	{"redis_rate ÷ its ceiling", "go-redis/redis_rate (GCRA)", ceilingName("go-redis/redis_rate (GCRA)"), "–"},
 	{"rlctl fixed_window ÷ ulule/limiter", "rlctl fixed_window", "ulule/limiter (fixed window)", "≥ 1.0"},
 	{"rlctl gcra ÷ throttled", "rlctl gcra", "throttled (GCRA, CAS)", "–"},
+}
+
+// cpuRatios compare redis-server's CPU per decision (INFO cpu) between two contenders.
+var cpuRatios = []ratio{
+	{"rlctl gcra ÷ redis_rate", "rlctl gcra", "go-redis/redis_rate (GCRA)", "≤ 1.0 at c=1"},
+	{"rlctl gcra (batched) ÷ redis_rate", "rlctl gcra (batched)", "go-redis/redis_rate (GCRA)", "≤ 0.5 at c=32"},
+	{"rlctl gcra (batched) ÷ rlctl gcra", "rlctl gcra (batched)", "rlctl gcra", "–"},
+	{"rlctl fixed_window ÷ ulule/limiter", "rlctl fixed_window", "ulule/limiter (fixed window)", "–"},
+	{"rlctl fixed_window (batched) ÷ ulule/limiter", "rlctl fixed_window (batched)", "ulule/limiter (fixed window)", "–"},
 }
 
 func (r *report) write(w io.Writer) {
@@ -73,6 +84,34 @@ func (r *report) write(w io.Writer) {
 			var rs []float64
 			for i := range min(len(a), len(b)) {
 				rs = append(rs, a[i].rate()/b[i].rate())
+			}
+			fmt.Fprintf(w, " %.2f (%.2f–%.2f) |", median(rs), slices.Min(rs), slices.Max(rs))
+		}
+		fmt.Fprintln(w)
+	}
+
+	fmt.Fprintf(w, "\n#### redis-server CPU per decision, ratios (median of the %d rounds' ratios, range in brackets)\n\n", r.rounds)
+	fmt.Fprintf(w, "| ratio | target |")
+	for _, c := range r.concs {
+		fmt.Fprintf(w, " c=%d |", c)
+	}
+	fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("---:|", len(r.concs)))
+	for _, q := range cpuRatios {
+		if r.res[q.a] == nil || r.res[q.b] == nil {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s |", q.label, q.target)
+		for _, c := range r.concs {
+			a, b := r.res[q.a][c], r.res[q.b][c]
+			var rs []float64
+			for i := range min(len(a), len(b)) {
+				if b[i].serverUS > 0 {
+					rs = append(rs, a[i].serverUS/b[i].serverUS)
+				}
+			}
+			if len(rs) == 0 {
+				fmt.Fprintf(w, " – |")
+				continue
 			}
 			fmt.Fprintf(w, " %.2f (%.2f–%.2f) |", median(rs), slices.Min(rs), slices.Max(rs))
 		}
