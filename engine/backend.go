@@ -39,6 +39,10 @@ type Backend interface {
 // (algorithms.Script). Library names carry a hash of the code, so engines with different
 // policies share a server; old libraries stay until FUNCTION DELETE or FLUSH.
 //
+// On a standalone *redis.Client the calls of concurrent decisions travel in batches, one
+// script call for those that queued while the one before was in flight (see Batched): a
+// lone call goes alone, at once.
+//
 // Loading is single-flight: one load per server (per cluster primary) at a time. The
 // calls that find the script missing while a load runs wait for it, each no longer than
 // its own deadline, and then call again; the load itself runs to its end (at most
@@ -83,6 +87,8 @@ type Redis struct {
 	ap *redis.AutoPipeliner
 	// batch, when set, groups the FCALLs of concurrent calls (Batched).
 	batch *batcher
+	// batchMax is Batched's max; 0: DefaultBatch.
+	batchMax int
 	// evalOnly is set once a server answered that it has no FCALL or FUNCTION.
 	evalOnly atomic.Bool
 	// detach: the client ignores context deadlines, so Eval waits for them itself.
@@ -116,7 +122,8 @@ func WithoutFunctions() RedisOption { return func(r *Redis) { r.fc = nil } }
 // decision under concurrency. Each caller still waits only until its own deadline: a call
 // still queued when its caller gives up runs later, and the server refuses it as past the
 // call's deadline, so it charges nothing. Other clients, and servers without functions,
-// run unbatched.
+// run unbatched. It takes the place of Batched's batching (the default), which shares
+// the script call itself, and its costs on the server, and not only the write.
 func Pipelined() RedisOption {
 	return func(r *Redis) {
 		c, ok := r.c.(*redis.Client)
@@ -141,6 +148,7 @@ func NewRedis(c redis.Scripter, opts ...RedisOption) *Redis {
 	for _, o := range opts {
 		o(r)
 	}
+	r.batching()
 	return r
 }
 

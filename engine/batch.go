@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -14,35 +15,44 @@ import (
 // DefaultBatch is the most calls Batched puts in one script call.
 const DefaultBatch = 64
 
-// Batched sends the script calls of concurrent decisions to a standalone server in
-// batches (group commit): while one call is in flight, the calls that arrive queue, and
-// when it returns they go together as one FCALL of the library's batch form, at most max
-// calls (DefaultBatch when max < 2) in one. A lone call waits for nothing: with nothing in
-// flight it goes at once, alone, as without Batched. The server runs a batch's calls one
-// after another, each decided and charged all or nothing on its own as it would be alone
-// (lua/dispatch.lua's batch), so a batch changes no decision; it pays the command's
-// fixed costs on the server (reading and parsing the command, starting the function,
-// writing the reply) and the round trip once per batch rather than once per call.
+// Batched sets how the backend batches the script calls of concurrent decisions to a
+// standalone server (group commit), which NewRedis does by default: while one call is in
+// flight, the calls that arrive queue, and when it returns they go together as one FCALL
+// of the library's batch form, at most max calls in one (DefaultBatch when max < 1;
+// Batched(1) sends every call alone). A lone call waits for nothing: with nothing in
+// flight it goes at once, alone. The server runs a batch's calls one after another, each
+// decided and charged all or nothing on its own as it would be alone (lua/dispatch.lua's
+// batch), so a batch changes no decision; the command's fixed costs on the server
+// (reading and parsing it, starting the function, reading the clock, writing the reply)
+// and the round trip are paid once per batch rather than once per call. The calls of a
+// batch on the server's clock are decided at the instant the batch starts.
 //
 // Each caller still waits only until its own deadline: a call still queued when its
 // caller gives up is taken out and never sent (nothing is charged); one already sent is
-// refused by the server as past its deadline when it runs too late. A batch is sent with
-// the latest deadline of its calls. A failure of the whole batch (a lost connection, a
-// timeout) fails each of its calls as it would fail that call alone, and an error of one
-// call (a malformed call, a plugin that raised an error) answers that call only.
+// refused by the server as past its deadline when its batch starts too late. A batch is
+// sent with the latest deadline of its calls. A failure of the whole batch (a lost
+// connection, a timeout) fails each of its calls as it would fail that call alone, and an
+// error of one call (a malformed call, a plugin that raised an error) answers that call
+// only.
 //
-// Batched applies to a *redis.Client on a server with functions; other clients, and a
-// server that refuses FCALL, run unbatched.
+// Batching applies to a *redis.Client on a server with functions, unless Pipelined is
+// set; other clients (a cluster's included), and a server that refuses FCALL, run every
+// call alone.
 func Batched(max int) RedisOption {
 	return func(r *Redis) {
-		if _, ok := r.c.(*redis.Client); !ok || r.fc == nil {
-			return
-		}
-		if max < 2 {
+		if max < 1 {
 			max = DefaultBatch
 		}
-		r.batch = &batcher{max: max}
+		r.batchMax = max
 	}
+}
+
+// batching sets up the batcher NewRedis's options ask for, once they are all applied.
+func (r *Redis) batching() {
+	if _, ok := r.c.(*redis.Client); !ok || r.fc == nil || r.ap != nil || r.batchMax == 1 {
+		return
+	}
+	r.batch = &batcher{max: cmp.Or(r.batchMax, DefaultBatch)}
 }
 
 // batcher is Batched's queue: the calls waiting while one is in flight.

@@ -107,8 +107,9 @@ type fault struct {
 	// it writes once per turn of its event loop, after every command of that turn.
 	stalls  bool
 	replica bool // needs a second server to replicate from
-	// batched: the callers' engines batch their concurrent calls (Batched), so the fault
-	// lands on batches in flight and calls queued behind them.
+	// batched: the engines batch their concurrent calls (Batched, the default), so the
+	// fault lands on batches in flight and calls queued behind them; otherwise each call
+	// goes alone (Batched(1)).
 	batched bool
 	begin   func(t *testing.T, env *faultEnv) (end func())
 }
@@ -284,9 +285,9 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	// acquisitions: its idle connections are ready, so what it sends into a stalled server
 	// is queued there rather than waiting for a connection the callers hold.
 	rdb, ldb := newClient(f.tuned), newClient(f.tuned)
-	var bopts []RedisOption
+	bopts := []RedisOption{Batched(1)} // every call alone
 	if f.batched {
-		bopts = append(bopts, Batched(0))
+		bopts = []RedisOption{Batched(0)}
 	}
 	e, le := New(NewRedis(rdb, bopts...), plan, opts...), New(NewRedis(ldb, bopts...), plan, opts...)
 	closed := false

@@ -45,7 +45,9 @@
 --   call its key count, its ARGV count and that many values, its own ARGV as above; KEYS
 --   holds the calls' keys one call after another. Each call runs as it would alone, in
 --   order, and is charged all or nothing on its own; the reply is an array of the m calls'
---   replies, an error reply among them for a call that failed (see batch below).
+--   replies, an error reply among them for a call that failed (see batch below). The
+--   server clock is read once, when the batch starts: a call on it is decided at that
+--   instant, and its deadline checked against it.
 -- Reply (check): {allowed, deciding rule (1-based, 0 when allowed), now_us, server_us,
 --                 then per rule: allowed, remaining, retry_after_us, reset_after_us, limit}
 --   now_us is the instant the rules were decided at (ARGV[3], or the server clock);
@@ -784,8 +786,9 @@ local RULE_COUNTS = {['2'] = 2, ['3'] = 3, ['4'] = 4}
 -- keys (n lookups, one table).
 local DISTINCT_SCAN = 8
 
--- decide runs one call (main binds the library's locals first).
-local function decide(KEYS, ARGV)
+-- decide runs one call (main binds the library's locals first). t is the server clock
+-- as TIME answers it, read by a batch once for its calls; nil: decide reads it.
+local function decide(KEYS, ARGV, t)
   TTL_SLACK = 0
   if ARGV[1] ~= PROTOCOL then
     return redis.error_reply('RLCTL protocol mismatch: script speaks ' .. PROTOCOL .. ', caller sent ' .. tostring(ARGV[1]))
@@ -805,7 +808,7 @@ local function decide(KEYS, ARGV)
   end
 
   -- The server clock is read once, before any write.
-  local t = call('TIME')
+  t = t or call('TIME')
   local server_now = t[1] * 1000000 + t[2] -- TIME's strings, as numbers by arithmetic
   local now = server_now
   if ARGV[3] ~= '' then
@@ -1049,6 +1052,9 @@ local function batch(KEYS, ARGV)
   end
   local out = {}
   local ki, a, nk, na = 0, 4, #KEYS, #ARGV
+  -- One clock read for the batch: its calls are decided at the instant it starts, as
+  -- one call's rules are, and each call's deadline is checked against it.
+  local t = call('TIME')
   for i = 1, m do
     local k, v = int_arg(ARGV[a], 0), int_arg(ARGV[a + 1], 1)
     if k == nil or v == nil or ki + k > nk or a + 1 + v > na then
@@ -1062,7 +1068,7 @@ local function batch(KEYS, ARGV)
     for j = 1, v do
       argv[j] = ARGV[a + j]
     end
-    local ok, reply = pcall(decide, keys, argv)
+    local ok, reply = pcall(decide, keys, argv, t)
     if not ok then
       -- Redis's pcall gives a failed command's error as its message, code first ("OOM
       -- ..."), luahost's too; any other error gets the code a script's error has alone.
