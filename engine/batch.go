@@ -123,7 +123,9 @@ func (b *batcher) next(r *Redis) {
 	}()
 }
 
-// take removes up to max calls from the queue and returns them, or, with none queued,
+// take removes from the queue the first call and up to max-1 more of the same script (a
+// batch runs in one library: engines of different plans, such as one replaced by a reload,
+// share the backend) and returns them; the others keep their order. With none queued it
 // marks the batcher idle and returns nil.
 func (b *batcher) take() []*queued {
 	b.mu.Lock()
@@ -132,12 +134,18 @@ func (b *batcher) take() []*queued {
 		b.busy = false
 		return nil
 	}
-	n := min(len(b.queue), b.max)
-	group := make([]*queued, n)
-	copy(group, b.queue)
-	rest := copy(b.queue, b.queue[n:])
-	clear(b.queue[rest:])
-	b.queue = b.queue[:rest]
+	s := b.queue[0].s
+	group := make([]*queued, 0, min(len(b.queue), b.max))
+	rest := b.queue[:0]
+	for _, q := range b.queue {
+		if len(group) < b.max && q.s.Function == s.Function {
+			group = append(group, q)
+		} else {
+			rest = append(rest, q)
+		}
+	}
+	clear(b.queue[len(rest):])
+	b.queue = rest
 	return group
 }
 

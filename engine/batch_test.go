@@ -331,3 +331,31 @@ func batcherQueued(b *batcher) int {
 	defer b.mu.Unlock()
 	return len(b.queue)
 }
+
+// A batch holds the calls of one library only: calls of engines on different plans (one
+// replaced by a reload, say) that share the backend queue for batches of their own, in
+// their order, at most max in one.
+func TestBatchTakesOneLibrary(t *testing.T) {
+	a, b := &algorithms.Script{Function: "rlctl_a"}, &algorithms.Script{Function: "rlctl_b"}
+	bt := &batcher{max: 3, busy: true}
+	var order []string
+	for i, s := range []*algorithms.Script{a, b, a, a, b, a, a} {
+		bt.queue = append(bt.queue, &queued{s: s, key: fmt.Sprint(i)})
+	}
+	for g := bt.take(); g != nil; g = bt.take() {
+		var keys []string
+		for _, q := range g {
+			if q.s.Function != g[0].s.Function {
+				t.Errorf("a batch mixes %s and %s", g[0].s.Function, q.s.Function)
+			}
+			keys = append(keys, q.key)
+		}
+		order = append(order, strings.Join(keys, ","))
+	}
+	if got := strings.Join(order, " "); got != "0,2,3 1,4 5,6" {
+		t.Errorf("batches %q, want 0,2,3 then 1,4 then 5,6", got)
+	}
+	if bt.busy {
+		t.Error("the batcher stays busy with nothing queued")
+	}
+}
