@@ -34,7 +34,7 @@ const (
 
 var cmdBench = &command{
 	name:  "bench",
-	args:  "-redis ADDR [-n N] [-c C] [-duration D] [-keys K] [-policy NAME] [-deadline D] [-attr NAME=VALUE]... FILE|DIR...",
+	args:  "-redis ADDR [-n N] [-c C] [-duration D] [-keys K] [-policy NAME] [-deadline D] [-batch N] [-attr NAME=VALUE]... FILE|DIR...",
 	short: "measure each policy's decisions per second and latency on a Redis",
 	long: `Bench runs each policy of the files, one at a time, through the engine against the Redis
 at -redis, from C concurrent callers, until N decisions are made or D has passed, and
@@ -44,7 +44,8 @@ requests were allowed, denied, or matched by no rule.
 Then, per policy, what the server measured over the run: its script time per call, the
 mean time of the FCALL, EVALSHA and EVAL calls the engine sent (from INFO commandstats,
 read before and after the run; the count includes a first FCALL per caller that finds no
-library and loads it), and the SLOWLOG entries over 5ms made during the run with the
+library and loads it), and per decision (a call carries a batch of decisions: -batch),
+and the SLOWLOG entries over 5ms made during the run with the
 slowest of them, beside the server's slowlog-log-slower-than (CONFIG GET): entries under
 it are not logged. Bench changes no setting and resets no statistic; a server that
 refuses INFO, SLOWLOG or CONFIG (a managed service, an ACL) gets "not available" and the
@@ -74,6 +75,8 @@ Flags:
   -policy NAME    bench only this policy
   -deadline D     the engine's decision deadline (default 50ms, the engine's own); a
                   decision past it is made without Redis, which bench reports as a failure
+  -batch N        the most decisions one script call carries (default 64, the engine's;
+                  1: each alone); see engine.Batched
   -attr NAME=VALUE  fix request.NAME (repeatable)
 
 Progress is shown on stderr when it is a terminal.
@@ -131,6 +134,7 @@ func runBench(e *env, args []string) error {
 	keys := fs.Int("keys", 1000, "")
 	only := fs.String("policy", "", "")
 	deadline := fs.Duration("deadline", 50*time.Millisecond, "")
+	batch := fs.Int("batch", engine.DefaultBatch, "")
 	fixed := benchAttrs{}
 	fs.Var(fixed, "attr", "")
 	if err := parse(e, fs, args); err != nil {
@@ -153,6 +157,8 @@ func runBench(e *env, args []string) error {
 		return bad("-duration %v is not positive", *limit)
 	case *keys < 1 || *keys > benchMaxKeys:
 		return bad("-keys %d is not in [1, %d]", *keys, benchMaxKeys)
+	case *batch < 1:
+		return bad("-batch %d: want 1 (each decision alone) or more", *batch)
 	}
 	opt, err := benchRedisOptions(*addr)
 	if err != nil {
@@ -199,7 +205,7 @@ func runBench(e *env, args []string) error {
 	threshold, thresholdErr := benchSlowlogThreshold(ctx, rdb)
 	var id [4]byte
 	_, _ = rand.Read(id[:])
-	backend := &benchBackend{Backend: engine.NewRedis(rdb), prefix: "rlctl-bench:" + hex.EncodeToString(id[:]) + ":"}
+	backend := &benchBackend{Backend: engine.NewRedis(rdb, engine.Batched(*batch)), prefix: "rlctl-bench:" + hex.EncodeToString(id[:]) + ":"}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -716,7 +722,7 @@ func benchServerTable(e *env, results []benchResult, threshold int64, thresholdE
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprint(tw, "policy")
 	if scripts {
-		fmt.Fprint(tw, "\tscript calls\tscript time per call")
+		fmt.Fprint(tw, "\tscript calls\tscript time per call\tper decision")
 	}
 	if slow {
 		fmt.Fprint(tw, "\tslowlog over "+benchSlowCall.String()+"\tslowest")
@@ -729,12 +735,12 @@ func benchServerTable(e *env, results []benchResult, threshold int64, thresholdE
 		switch {
 		case !scripts:
 		case s.scriptErr != nil:
-			fmt.Fprint(tw, "\t-\t-")
+			fmt.Fprint(tw, "\t-\t-\t-")
 			notes = append(notes, fmt.Sprintf("%s: script time: not available (%v)", r.policy, s.scriptErr))
 		case s.calls == 0:
-			fmt.Fprint(tw, "\t0\t-")
+			fmt.Fprint(tw, "\t0\t-\t-")
 		default:
-			fmt.Fprintf(tw, "\t%d\t%.2fµs", s.calls, float64(s.usec)/float64(s.calls))
+			fmt.Fprintf(tw, "\t%d\t%.2fµs\t%.2fµs", s.calls, float64(s.usec)/float64(s.calls), float64(s.usec)/float64(max(r.decisions, 1)))
 		}
 		switch {
 		case !slow:

@@ -123,7 +123,7 @@ repeat t = redis.call('TIME') until t[1]*1e6 + t[2] - t0 >= tonumber(ARGV[1]) re
 func TestBenchServerTime(t *testing.T) {
 	s := redistest.Start(t)
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"bench", "-redis", s.Addr(), "-deadline", "10s", "-n", "200", "-c", "4", "-keys", "50", "../../policies/login.hcl"},
+	code := run([]string{"bench", "-redis", s.Addr(), "-deadline", "10s", "-n", "200", "-c", "4", "-keys", "50", "-batch", "1", "../../policies/login.hcl"},
 		&env{stdout: &stdout, stderr: &stderr})
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
@@ -132,26 +132,46 @@ func TestBenchServerTime(t *testing.T) {
 	for _, want := range []string{
 		"script time per call: the server's mean time in FCALL, EVALSHA and EVAL over the run (INFO commandstats)\n",
 		"slowlog: the SLOWLOG entries over 5ms made during the run; the server logs calls over 10ms only (slowlog-log-slower-than 10000)",
-		"\npolicy  script calls  script time per call  slowlog over 5ms  slowest\n",
+		"\npolicy  script calls  script time per call  per decision  slowlog over 5ms  slowest\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the output has no %q:\n%s", want, out)
 		}
 	}
-	m := regexp.MustCompile(`(?m)^login +(\d+) +([0-9.]+)µs +(\d+) +(-|\S+ \S+)$`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`(?m)^login +(\d+) +([0-9.]+)µs +([0-9.]+)µs +(\d+) +(-|\S+ \S+)$`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no server row for login:\n%s", out)
 	}
 	calls, _ := strconv.Atoi(m[1])
 	perCall, _ := strconv.ParseFloat(m[2], 64)
-	// 200 decisions, one FCALL each, and for each of the 4 callers at most one that found
-	// no library before it was loaded.
+	// 200 decisions, one FCALL each (-batch 1), and for each of the 4 callers at most one
+	// that found no library before it was loaded.
 	if calls < 200 || calls > 204 || perCall <= 0 {
 		t.Errorf("script calls %d, %vµs per call, want 200 to 204 calls and a time above zero:\n%s", calls, perCall, out)
 	}
 	if stderr.Len() > 0 {
 		t.Errorf("stderr: %s", stderr.String())
 	}
+
+	// Batched (the default), 32 callers: fewer calls than decisions, each call's time
+	// spread over its decisions.
+	stdout.Reset()
+	code = run([]string{"bench", "-redis", s.Addr(), "-deadline", "10s", "-n", "400", "-c", "32", "-keys", "50", "../../policies/login.hcl"},
+		&env{stdout: &stdout, stderr: &stderr})
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	m = regexp.MustCompile(`(?m)^login +(\d+) +([0-9.]+)µs +([0-9.]+)µs +(\d+) +(-|\S+ \S+)$`).FindStringSubmatch(stdout.String())
+	if m == nil {
+		t.Fatalf("no server row for login:\n%s", stdout.String())
+	}
+	calls, _ = strconv.Atoi(m[1])
+	perCall, _ = strconv.ParseFloat(m[2], 64)
+	perDecision, _ := strconv.ParseFloat(m[3], 64)
+	if calls < 1 || calls > 400+32 || perDecision <= 0 || perDecision > perCall {
+		t.Errorf("batched: %d script calls, %vµs per call, %vµs per decision:\n%s", calls, perCall, perDecision, stdout.String())
+	}
+	t.Logf("batched: 400 decisions in %d script calls", calls)
 }
 
 // TestBenchServerRefused: on a server that refuses INFO, CONFIG and SLOWLOG (a managed

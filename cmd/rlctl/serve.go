@@ -30,7 +30,7 @@ import (
 
 var cmdServe = &command{
 	name:  "serve",
-	args:  "[-grpc ADDR] [-http ADDR] [-admin ADDR] [-tls-cert FILE -tls-key FILE [-tls-client-ca FILE]] [-auth-tokens FILE] [-max-conns N] [-redis URL [-redis-type TYPE]] [-redis-tls-ca FILE] [-redis-tls-cert FILE -redis-tls-key FILE] [-timeout D] [-max-memory SIZE] [-drain D] [-watch=false] [-allow-removal] [-headers MODE [-legacy-header-names NAMES]] [-no-headers] [-shadow-mode] [-near-limit-ratio F] [-xds HOST:PORT [-xds-node ID] [-xds-tls-ca FILE] [-xds-tls-cert FILE -xds-tls-key FILE] [-merge-domains]] [-log-level LEVEL] [FILE|DIR...]",
+	args:  "[-grpc ADDR] [-http ADDR] [-admin ADDR] [-tls-cert FILE -tls-key FILE [-tls-client-ca FILE]] [-auth-tokens FILE] [-max-conns N] [-redis URL [-redis-type TYPE] [-redis-batch N]] [-redis-tls-ca FILE] [-redis-tls-cert FILE -redis-tls-key FILE] [-timeout D] [-max-memory SIZE] [-drain D] [-watch=false] [-allow-removal] [-headers MODE [-legacy-header-names NAMES]] [-no-headers] [-shadow-mode] [-near-limit-ratio F] [-xds HOST:PORT [-xds-node ID] [-xds-tls-ca FILE] [-xds-tls-cert FILE -xds-tls-key FILE] [-merge-domains]] [-log-level LEVEL] [FILE|DIR...]",
 	short: "run the policies as a rate limit service: Envoy's gRPC protocol, an HTTP API, metrics",
 	long: `Serve decides requests for other processes with the policies of the files:
 
@@ -97,6 +97,11 @@ Flags:
                     cluster or Sentinel, the first address, further ones as &addr=host:port
   -redis-type TYPE  single (default), cluster or sentinel (the URL then needs
                     ?master_name=NAME), as envoyproxy/ratelimit's REDIS_TYPE
+  -redis-batch N    the most decisions one script call carries (default 64; 1: each
+                    alone): decisions that arrive while a call is in flight go together
+                    in the next, each charged on its own; a lone one waits for nothing.
+                    Single and sentinel only (a cluster's calls go alone), as
+                    envoyproxy/ratelimit's REDIS_PIPELINE_LIMIT
   -redis-tls-ca FILE
                     the CAs (PEM) that sign the Redis server's certificate (default:
                     the system's); needs a rediss:// URL
@@ -182,6 +187,7 @@ func runServe(e *env, args []string) error {
 	maxConns := fs.Int("max-conns", defaultMaxConns(), "")
 	redisURL := fs.String("redis", "", "")
 	redisType := fs.String("redis-type", "single", "")
+	redisBatch := fs.Int("redis-batch", engine.DefaultBatch, "")
 	timeout := fs.Duration("timeout", 50*time.Millisecond, "")
 	maxMemory := sizeFlag(defaultMaxMemory)
 	fs.Var(&maxMemory, "max-memory", "")
@@ -279,7 +285,11 @@ func runServe(e *env, args []string) error {
 		}
 		defer c.Close()
 		go probeRedis(c, log)
-		r := engine.NewRedis(c)
+		if *redisBatch < 1 {
+			fmt.Fprintf(e.stderr, "rlctl: error: -redis-batch %d: want 1 (each call alone) or more\n", *redisBatch)
+			return errUsage
+		}
+		r := engine.NewRedis(c, engine.Batched(*redisBatch))
 		m.WatchRedis(r)
 		backend = r
 		log.Info("rlctl serve: Redis backend", "type", *redisType)

@@ -1032,7 +1032,9 @@ func testShutdownWithWatcher(t *testing.T) {
 	if err := os.WriteFile(path, []byte(sfPolicyText("gcra")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := startServeProc(t, 0, "-redis", "redis://"+rs.Addr(), "-timeout", "20s", "-drain", sfDrain.String(), path)
+	// -redis-batch 1: each call goes alone, so that every call in flight waits at the
+	// paused Redis (batched, all but one would wait in the service).
+	p := startServeProc(t, 0, "-redis", "redis://"+rs.Addr(), "-redis-batch", "1", "-timeout", "20s", "-drain", sfDrain.String(), path)
 	conn := p.grpcConn(t)
 	rls := rlsv3.NewRateLimitServiceClient(conn)
 	// As many calls at once as will be in flight: the service's Redis pool then holds a
