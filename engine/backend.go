@@ -39,8 +39,8 @@ type Backend interface {
 // (algorithms.Script). Library names carry a hash of the code, so engines with different
 // policies share a server; old libraries stay until FUNCTION DELETE or FLUSH.
 //
-// On a standalone *redis.Client the calls of concurrent decisions travel in batches, one
-// script call for those that queued while the one before was in flight (see Batched): a
+// The calls of concurrent decisions travel in batches, one script call for those that
+// queued while the one before was in flight (see Batched; on a cluster, per hash slot): a
 // lone call goes alone, at once.
 //
 // Loading is single-flight: one load per server (per cluster primary) at a time. The
@@ -89,6 +89,8 @@ type Redis struct {
 	batch *batcher
 	// batchMax is Batched's max; 0: DefaultBatch.
 	batchMax int
+	// slotBatches, on a cluster, holds a batcher per hash slot (made on first use).
+	slotBatches []atomic.Pointer[batcher]
 	// evalOnly is set once a server answered that it has no FCALL or FUNCTION.
 	evalOnly atomic.Bool
 	// detach: the client ignores context deadlines, so Eval waits for them itself.
@@ -345,8 +347,8 @@ func (r *Redis) run(ctx context.Context, s *algorithms.Script, sa scriptArgs, ke
 		args[0], args[1] = "fcall", sa.function
 		var v any
 		var err error
-		if r.batch != nil {
-			v, err = r.batch.do(ctx, r, s, key, args)
+		if b := r.batcherFor(key); b != nil {
+			v, err = b.do(ctx, r, s, key, args)
 		} else {
 			v, err = r.sendLoaded(ctx, s, key, args, r.ap, true)
 		}

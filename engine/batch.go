@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,9 +36,10 @@ const DefaultBatch = 64
 // error of one call (a malformed call, a plugin that raised an error) answers that call
 // only.
 //
-// Batching applies to a *redis.Client on a server with functions, unless Pipelined is
-// set; other clients (a cluster's included), and a server that refuses FCALL, run every
-// call alone.
+// On a Redis Cluster (*redis.ClusterClient) the calls batch by hash slot: a batch's keys
+// all live in one slot, so it runs on the slot's primary like any call, and the calls of
+// a hot key (one slot) share script calls. Batching needs a server with functions and no
+// Pipelined; other clients, and a server that refuses FCALL, run every call alone.
 func Batched(max int) RedisOption {
 	return func(r *Redis) {
 		if max < 1 {
@@ -47,12 +49,35 @@ func Batched(max int) RedisOption {
 	}
 }
 
-// batching sets up the batcher NewRedis's options ask for, once they are all applied.
+// batching sets up the batching NewRedis's options ask for, once they are all applied.
 func (r *Redis) batching() {
-	if _, ok := r.c.(*redis.Client); !ok || r.fc == nil || r.ap != nil || r.batchMax == 1 {
+	if r.fc == nil || r.ap != nil || r.batchMax == 1 {
 		return
 	}
-	r.batch = &batcher{max: cmp.Or(r.batchMax, DefaultBatch)}
+	r.batchMax = cmp.Or(r.batchMax, DefaultBatch)
+	switch r.c.(type) {
+	case *redis.Client:
+		r.batch = &batcher{max: r.batchMax}
+	case *redis.ClusterClient:
+		r.slotBatches = make([]atomic.Pointer[batcher], slots)
+	}
+}
+
+// slots is the number of hash slots of a Redis Cluster.
+const slots = 16384
+
+// batcherFor returns the batcher of the calls whose first key is key (on a cluster, the
+// batcher of its slot, made on first use), or nil when calls go alone.
+func (r *Redis) batcherFor(key string) *batcher {
+	if r.batch != nil || r.slotBatches == nil {
+		return r.batch
+	}
+	p := &r.slotBatches[Slot(key)]
+	if b := p.Load(); b != nil {
+		return b
+	}
+	p.CompareAndSwap(nil, &batcher{max: r.batchMax})
+	return p.Load()
 }
 
 // batcher is Batched's queue: the calls waiting while one is in flight.

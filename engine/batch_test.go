@@ -359,3 +359,88 @@ func TestBatchTakesOneLibrary(t *testing.T) {
 		t.Error("the batcher stays busy with nothing queued")
 	}
 }
+
+// On a Redis Cluster calls batch by hash slot: many goroutines on one hot key (one slot)
+// are held to its burst exactly, in fewer FCALLs on its node than decisions, and calls on
+// keys of other slots are decided as well.
+func TestBatchedClusterHotKey(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	b := NewRedis(c)
+	if b.slotBatches == nil {
+		t.Fatal("a cluster client is not batched by slot")
+	}
+	ctx := context.Background()
+	node, err := c.MasterForKey(ctx, "hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := commandCallsOf(t, node, "fcall")
+	const workers, each = 16, 20
+	var mu sync.Mutex
+	allowed, others := 0, 0
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				key := "hot"
+				if i%5 == 4 {
+					key = fmt.Sprint("cold", w, "-", i) // other slots, on any node
+				}
+				call := gcraCall(key, 1_700_000_000_000_000) // one instant: no refill
+				call.Rules[0].Params = []int64{1, 3_600_000_000, 50}
+				v, err := b.Eval(ctx, algorithms.Default(), call.Keys(), mustArgv(t, call))
+				if err != nil {
+					t.Errorf("worker %d call %d: %v", w, i, err)
+					return
+				}
+				r, err := algorithms.DecodeReply(v, 1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				switch {
+				case key != "hot" && r.Allowed:
+					others++
+				case key == "hot" && r.Allowed:
+					allowed++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	hot := workers * each * 4 / 5
+	if allowed != 50 || others != workers*each-hot {
+		t.Errorf("hot key: %d allowed of %d, want the burst of 50; other keys: %d allowed of %d, want all", allowed, hot, others, workers*each-hot)
+	}
+	fcalls := commandCallsOf(t, node, "fcall") - before
+	if fcalls >= workers*each {
+		t.Errorf("%d FCALLs on the hot key's node for %d decisions there: nothing was batched", fcalls, hot)
+	}
+	t.Logf("%d decisions on the hot key in %d FCALLs on its node (with the other keys it holds)", hot, fcalls)
+}
+
+// commandCallsOf is INFO commandstats' count of calls of cmd on one node's client.
+func commandCallsOf(t *testing.T, c *redis.Client, cmd string) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		stats, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		n, err := strconv.Atoi(calls)
+		if err != nil {
+			t.Fatalf("INFO commandstats line %q: %v", line, err)
+		}
+		return n
+	}
+	return 0
+}

@@ -227,6 +227,7 @@ func TestFaults(t *testing.T) {
 var clusterFaults = []fault{
 	{name: "cluster: one node SIGSTOP 1.5s", hold: 1500 * time.Millisecond, stalls: true, begin: pause},
 	{name: "cluster: one node kill -9, restart", hold: 300 * time.Millisecond, begin: kill},
+	{name: "cluster: one node SIGSTOP 1.5s, batched", hold: 1500 * time.Millisecond, tuned: true, batched: true, stalls: true, begin: pause},
 }
 
 // TestClusterNodeDown stops one node of a 3-node Redis Cluster (the node that holds the

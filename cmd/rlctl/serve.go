@@ -100,8 +100,8 @@ Flags:
   -redis-batch N    the most decisions one script call carries (default 64; 1: each
                     alone): decisions that arrive while a call is in flight go together
                     in the next, each charged on its own; a lone one waits for nothing.
-                    Single and sentinel only (a cluster's calls go alone), as
-                    envoyproxy/ratelimit's REDIS_PIPELINE_LIMIT
+                    On a cluster, per hash slot. As envoyproxy/ratelimit's
+                    REDIS_PIPELINE_LIMIT
   -redis-tls-ca FILE
                     the CAs (PEM) that sign the Redis server's certificate (default:
                     the system's); needs a rediss:// URL
