@@ -67,7 +67,8 @@ type engineCase struct {
 	evalsha bool
 	// pipelined: concurrent decisions share writes (engine.Pipelined).
 	pipelined bool
-	// batched: concurrent decisions share script calls (engine.Batched).
+	// batched: concurrent decisions share script calls (engine.Batched, the engine's
+	// default); the other cases send every call alone (Batched(1)), as before batching.
 	batched bool
 }
 
@@ -245,7 +246,7 @@ func (c engineCase) backend(rdb *redis.Client) *engine.Redis {
 	case c.batched:
 		return engine.NewRedis(rdb, engine.Batched(0))
 	}
-	return engine.NewRedis(rdb)
+	return engine.NewRedis(rdb, engine.Batched(1)) // every call alone
 }
 
 // recorder is a Backend that remembers the last call it passed on: the exact EVALSHA, or
