@@ -208,10 +208,12 @@ local function commit(key, l2, t, ttl)
 call('HSET', key, 'l', l2, 't', t)
 ` + fastExpire
 
-// fastFixedWindow is fixed_window's check and commit. Pending: win, n + cost, to_end.
+// fastFixedWindow is fixed_window's check and commit. Pending: win, n + cost, the TTL
+// (false for a key that holds its window and no debt: it keeps the TTL the window's first
+// write gave it).
 const fastFixedWindow = `local function fast_fixed_window(LIMIT, WINDOW)
 local function check(key, now, cost)
-local win, n = floor(now / WINDOW), 0
+local win, n, held = floor(now / WINDOW), 0, false
 local st = call('HMGET', key, 'w', 'n', 'o')
 local w = tonumber(st[1])
 local io, d, l
@@ -223,7 +225,7 @@ io = w
 end
 end
 if w ~= nil and w >= win then
-win, n = w, tonumber(st[2]) or 0
+win, n, held = w, tonumber(st[2]) or 0, true
 elseif io ~= nil then
 n = d - (win - io - 1) * l
 if n <= 0 then
@@ -249,6 +251,9 @@ end
 if cost > 0 then
 reset = ttl
 end
+if held and io == nil then
+ttl = false
+end
 return 1, LIMIT - n - cost, 0, reset, LIMIT, win, LIMIT - n, peek, n + cost, ttl
 end
 if io ~= nil then
@@ -261,7 +266,11 @@ return 0, nonneg(LIMIT - n), to_end, reset, LIMIT
 end
 local function commit(key, win, n, ttl)
 call('HSET', key, 'w', win, 'n', n)
-` + fastExpire
+if ttl then
+call('PEXPIRE', key, ttl_ms(ttl))
+end
+end
+`
 
 // fastSlidingWindow is sliding_window's check and commit. Pending: win, cur + cost, prev,
 // the TTL.

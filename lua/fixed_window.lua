@@ -18,8 +18,9 @@
 --         (a caller whose clock runs behind) counts in the key's window: a key's window
 --         never moves back, so callers whose clocks disagree cannot reopen a window.
 -- TTL:    until the end of the window (of a debt's last window), rounded up to a
---         millisecond; an expired key and a key whose count weighs nothing mean the same
---         thing, so expiry never changes a decision.
+--         millisecond, set by the write that opens a window (or owes); the later writes of
+--         that window keep it. An expired key and a key whose count weighs nothing mean the
+--         same thing, so expiry never changes a decision.
 -- Known:  a client can spend `limit` at the end of one window and `limit` again at the start
 --         of the next: up to 2*limit in any window-long interval. verify reports this.
 
@@ -65,9 +66,10 @@ end
 
 -- used returns the window a request at now counts in (the key's, when that is later), its
 -- end, and the cost it holds (see window_at: an aligned window, or a calendar period): the
--- key's count in its own window, or what is left of a debt in a later one; and for a key
+-- key's count in its own window, or what is left of a debt in a later one; for a key
 -- whose debt weighs on later windows, the position of the window owe wrote, the debt and
--- the limit that earns it back (nil when there is none).
+-- the limit that earns it back (nil when there is none); and whether the key holds the
+-- window returned (its TTL then set by the write that opened it).
 local function used(key, now, p)
   local win, ends = window_at(now, p)
   local st = call('HMGET', key, 'w', 'n', 'o')
@@ -88,7 +90,7 @@ local function used(key, now, p)
     if w > win then
       ends = window_end(w, p)
     end
-    return w, ends, tonumber(st[2]) or 0, io, d, l
+    return w, ends, tonumber(st[2]) or 0, io, d, l, true
   end
   if io == nil then
     return win, ends, 0
@@ -117,7 +119,7 @@ end
 
 function check(key, now, cost, p)
   local limit = p[1]
-  local win, ends, n, io, d, l = used(key, now, p)
+  local win, ends, n, io, d, l, held = used(key, now, p)
   local to_end = ends - now
   local reset = 0
   if n > 0 then
@@ -137,7 +139,9 @@ function check(key, now, cost, p)
     if cost > 0 then
       reset = ttl
     end
-    return 1, limit - n - cost, 0, reset, limit, {win, n + cost, ttl}, limit - n, peek
+    -- A key that holds this window, without a debt, keeps the TTL the window's first
+    -- write gave it (its end): one command fewer.
+    return 1, limit - n - cost, 0, reset, limit, {win, n + cost, ttl, held and io == nil}, limit - n, peek
   end
   local retry = to_end
   if io ~= nil then
@@ -149,7 +153,9 @@ end
 
 function commit(key, w)
   call('HSET', key, 'w', w[1], 'n', w[2])
-  expire_us(key, w[3])
+  if not w[4] then
+    expire_us(key, w[3])
+  end
 end
 
 function refund(key, now, cost, p)
