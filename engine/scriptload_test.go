@@ -20,6 +20,12 @@ func commandCalls(t *testing.T, srv *redistest.Server, cmd string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return commandCount(t, info, cmd)
+}
+
+// commandCount reads cmd's count of calls from the text of INFO commandstats.
+func commandCount(t *testing.T, info, cmd string) int {
+	t.Helper()
 	for _, line := range strings.Split(info, "\r\n") {
 		stats, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":")
 		if !ok {

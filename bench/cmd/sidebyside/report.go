@@ -68,55 +68,8 @@ func (r *report) write(w io.Writer) {
 		})
 	}
 
-	fmt.Fprintf(w, "\n#### Ratios of throughput (median of the %d rounds' ratios, range in brackets)\n\n", r.rounds)
-	fmt.Fprintf(w, "| ratio | target |")
-	for _, c := range r.concs {
-		fmt.Fprintf(w, " c=%d |", c)
-	}
-	fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("---:|", len(r.concs)))
-	for _, q := range ratios {
-		if r.res[q.a] == nil || r.res[q.b] == nil {
-			continue
-		}
-		fmt.Fprintf(w, "| %s | %s |", q.label, q.target)
-		for _, c := range r.concs {
-			a, b := r.res[q.a][c], r.res[q.b][c]
-			var rs []float64
-			for i := range min(len(a), len(b)) {
-				rs = append(rs, a[i].rate()/b[i].rate())
-			}
-			fmt.Fprintf(w, " %.2f (%.2f–%.2f) |", median(rs), slices.Min(rs), slices.Max(rs))
-		}
-		fmt.Fprintln(w)
-	}
-
-	fmt.Fprintf(w, "\n#### redis-server CPU per decision, ratios (median of the %d rounds' ratios, range in brackets)\n\n", r.rounds)
-	fmt.Fprintf(w, "| ratio | target |")
-	for _, c := range r.concs {
-		fmt.Fprintf(w, " c=%d |", c)
-	}
-	fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("---:|", len(r.concs)))
-	for _, q := range cpuRatios {
-		if r.res[q.a] == nil || r.res[q.b] == nil {
-			continue
-		}
-		fmt.Fprintf(w, "| %s | %s |", q.label, q.target)
-		for _, c := range r.concs {
-			a, b := r.res[q.a][c], r.res[q.b][c]
-			var rs []float64
-			for i := range min(len(a), len(b)) {
-				if b[i].serverUS > 0 {
-					rs = append(rs, a[i].serverUS/b[i].serverUS)
-				}
-			}
-			if len(rs) == 0 {
-				fmt.Fprintf(w, " – |")
-				continue
-			}
-			fmt.Fprintf(w, " %.2f (%.2f–%.2f) |", median(rs), slices.Min(rs), slices.Max(rs))
-		}
-		fmt.Fprintln(w)
-	}
+	r.ratioTable(w, "Ratios of throughput", ratios, func(c *cell) float64 { return c.rate() })
+	r.ratioTable(w, "redis-server CPU per decision, ratios", cpuRatios, func(c *cell) float64 { return c.serverUS })
 
 	fmt.Fprintf(w, "\n#### Latency per decision, µs: p50 / p99 (all rounds' decisions; ceilings: median of redis-benchmark's)\n\n")
 	r.header(w, "contender", "c=%d")
@@ -169,6 +122,38 @@ func (r *report) write(w io.Writer) {
 		for _, m := range r.mem {
 			fmt.Fprintf(w, "| %s | %s | `%s` | %.0f | %.0f |\n", m.name, m.encoding, m.key, m.usage, m.used)
 		}
+	}
+}
+
+// ratioTable writes a table of ratios of value between contenders: per concurrency, the
+// median of the rounds' ratios and their range ("–" when no round has both values).
+func (r *report) ratioTable(w io.Writer, title string, qs []ratio, value func(*cell) float64) {
+	fmt.Fprintf(w, "\n#### %s (median of the %d rounds' ratios, range in brackets)\n\n", title, r.rounds)
+	fmt.Fprintf(w, "| ratio | target |")
+	for _, c := range r.concs {
+		fmt.Fprintf(w, " c=%d |", c)
+	}
+	fmt.Fprintf(w, "\n|---|---|%s\n", strings.Repeat("---:|", len(r.concs)))
+	for _, q := range qs {
+		if r.res[q.a] == nil || r.res[q.b] == nil {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s |", q.label, q.target)
+		for _, c := range r.concs {
+			a, b := r.res[q.a][c], r.res[q.b][c]
+			var rs []float64
+			for i := range min(len(a), len(b)) {
+				if vb := value(b[i]); vb > 0 {
+					rs = append(rs, value(a[i])/vb)
+				}
+			}
+			if len(rs) == 0 {
+				fmt.Fprintf(w, " – |")
+				continue
+			}
+			fmt.Fprintf(w, " %.2f (%.2f–%.2f) |", median(rs), slices.Min(rs), slices.Max(rs))
+		}
+		fmt.Fprintln(w)
 	}
 }
 
