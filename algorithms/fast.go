@@ -273,19 +273,20 @@ end
 `
 
 // fastSlidingWindow is sliding_window's check and commit. Pending: win, cur + cost, prev,
-// the TTL.
+// the TTL (false for a key that holds its window: it keeps the TTL the window's first write
+// gave it).
 const fastSlidingWindow = `local function fast_sliding_window(LIMIT, WINDOW, WINDOW2, LIMIT_WINDOW)
 local function check(key, now, cost)
 local win = floor(now / WINDOW)
 local st = call('HMGET', key, 'w', 'c', 'p')
 local w = tonumber(st[1])
-local e, cur, prev, shift = now - win * WINDOW, 0, 0, 0
+local e, cur, prev, shift, held = now - win * WINDOW, 0, 0, 0, false
 if w == win then
-cur, prev = tonumber(st[2]) or 0, tonumber(st[3]) or 0
+cur, prev, held = tonumber(st[2]) or 0, tonumber(st[3]) or 0, true
 elseif w == win - 1 then
 prev = tonumber(st[2]) or 0
 elseif w ~= nil and w > win then
-win, e, cur, prev, shift = w, 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0, w * WINDOW - now
+win, e, cur, prev, shift, held = w, 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0, w * WINDOW - now, true
 end
 local weight = prev * (WINDOW - e)
 local te = e - shift
@@ -304,7 +305,11 @@ local peek = reset
 if cost > 0 then
 reset = WINDOW2 - te
 end
-return 1, LIMIT - cur - cost - used, 0, reset, LIMIT, win, LIMIT - cur - used, peek, cur + cost, prev, WINDOW2 - te
+local ttl = WINDOW2 - te
+if held then
+ttl = false
+end
+return 1, LIMIT - cur - cost - used, 0, reset, LIMIT, win, LIMIT - cur - used, peek, cur + cost, prev, ttl
 end
 local room = LIMIT - cur - cost
 if room >= 0 then
@@ -321,4 +326,8 @@ return 0, nonneg(LIMIT - cur - used), WINDOW - te + e3, reset, LIMIT
 end
 local function commit(key, win, c, prev, ttl)
 call('HSET', key, 'w', win, 'c', c, 'p', prev)
-` + fastExpire
+if ttl then
+call('PEXPIRE', key, ttl_ms(ttl))
+end
+end
+`

@@ -24,7 +24,8 @@
 --         where everything stored weighs fully, and its times are counted from its own
 --         clock: the key's window never moves back, so callers whose clocks disagree cannot
 --         reopen a window.
--- TTL:    until the current window's count stops weighing, i.e. the end of the next window.
+-- TTL:    until the current window's count stops weighing, i.e. the end of the next window,
+--         set by the write that opens a window; the later writes of that window keep it.
 
 params = {'nat', 'pos'}
 
@@ -36,25 +37,26 @@ function validate(p)
 end
 
 -- view returns the window index, the elapsed time in it, and the counts (c, p) as seen at
--- now, and the time from now to the instant they are seen at (> 0 only when now is in an
--- earlier window than the key's: then they are seen at the start of the key's window).
+-- now, the time from now to the instant they are seen at (> 0 only when now is in an
+-- earlier window than the key's: then they are seen at the start of the key's window), and
+-- whether the key holds that window (its TTL then set by the write that opened it).
 local function view(key, now, window)
   local win = floor(now / window)
   local st = call('HMGET', key, 'w', 'c', 'p')
   local w = tonumber(st[1])
   if w == win then
-    return win, now - win * window, tonumber(st[2]) or 0, tonumber(st[3]) or 0, 0
+    return win, now - win * window, tonumber(st[2]) or 0, tonumber(st[3]) or 0, 0, true
   elseif w == win - 1 then
     return win, now - win * window, 0, tonumber(st[2]) or 0, 0
   elseif w ~= nil and w > win then
-    return w, 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0, w * window - now
+    return w, 0, tonumber(st[2]) or 0, tonumber(st[3]) or 0, w * window - now, true
   end
   return win, now - win * window, 0, 0, 0
 end
 
 function check(key, now, cost, p)
   local limit, window = p[1], p[2]
-  local win, e, cur, prev, shift = view(key, now, window)
+  local win, e, cur, prev, shift, held = view(key, now, window)
   local weight = prev * (window - e)
   -- te is e as a time offset from now: times below are window instants less te.
   local te = e - shift
@@ -74,7 +76,8 @@ function check(key, now, cost, p)
       reset = 2 * window - te
     end
     -- Allowed: used <= limit - cur - cost, so the counts below are not negative.
-    return 1, limit - cur - cost - used, 0, reset, limit, {win, cur + cost, prev, 2 * window - te}, limit - cur - used, peek
+    -- A key that holds this window keeps the TTL its first write gave it: one command fewer.
+    return 1, limit - cur - cost - used, 0, reset, limit, {win, cur + cost, prev, 2 * window - te, held}, limit - cur - used, peek
   end
   -- Denied. First try later in this window: prev's weight must fall to (limit - cur - cost).
   local room = limit - cur - cost
@@ -95,7 +98,9 @@ end
 
 function commit(key, w)
   call('HSET', key, 'w', w[1], 'c', w[2], 'p', w[3])
-  expire_us(key, w[4])
+  if not w[5] then
+    expire_us(key, w[4])
+  end
 end
 
 function refund(key, now, cost, p)
