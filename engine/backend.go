@@ -91,6 +91,8 @@ type Redis struct {
 	batchMax int
 	// slotBatches, on a cluster, holds a batcher per hash slot (made on first use).
 	slotBatches []atomic.Pointer[batcher]
+	// batches and batchedCalls count the batches sent and the calls in them (Batches).
+	batches, batchedCalls atomic.Uint64
 	// evalOnly is set once a server answered that it has no FCALL or FUNCTION.
 	evalOnly atomic.Bool
 	// detach: the client ignores context deadlines, so Eval waits for them itself.

@@ -80,6 +80,13 @@ func (r *Redis) batcherFor(key string) *batcher {
 	return p.Load()
 }
 
+// Batches reports how many calls went to the server in batches of two or more, and in how
+// many script calls (calls ÷ batches is the mean batch); a call that went alone counts in
+// neither. Both only grow.
+func (r *Redis) Batches() (calls, batches uint64) {
+	return r.batchedCalls.Load(), r.batches.Load()
+}
+
 // batcher is Batched's queue: the calls waiting while one is in flight.
 type batcher struct {
 	max   int
@@ -184,6 +191,8 @@ func (b *batcher) send(r *Redis, group []*queued) {
 		close(q.done)
 		return
 	}
+	r.batches.Add(1)
+	r.batchedCalls.Add(uint64(len(group)))
 	v, err := r.sendLoaded(ctx, group[0].s, group[0].key, batchArgs(group), nil, true)
 	replies, _ := v.([]any)
 	if err == nil && len(replies) != len(group) {

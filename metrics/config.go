@@ -2,7 +2,8 @@ package metrics
 
 import "github.com/rlctl/rlctl/engine"
 
-// WatchRedis makes rlctl_script_loads_total report r's ScriptLoads, read at each scrape.
+// WatchRedis makes rlctl_script_loads_total report r's ScriptLoads, and
+// rlctl_batched_calls_total and rlctl_batches_total its Batches, read at each scrape.
 // Called again with another backend (a reload that made a new one), it keeps the count of
 // the backend it replaces and adds r's, so the counter never goes backwards; the
 // replaced backend's later loads are not counted. Watching the backend already watched
@@ -16,8 +17,23 @@ func (m *Metrics) WatchRedis(r *engine.Redis) {
 	}
 	if m.redis != nil {
 		m.replaced += m.redis.ScriptLoads()
+		calls, batches := m.redis.Batches()
+		m.replacedCalls += calls
+		m.replacedBatches += batches
 	}
 	m.redis = r
+}
+
+// batchCounts is rlctl_batched_calls_total's and rlctl_batches_total's values.
+func (m *Metrics) batchCounts() (calls, batches uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	calls, batches = m.replacedCalls, m.replacedBatches
+	if m.redis != nil {
+		c, b := m.redis.Batches()
+		calls, batches = calls+c, batches+b
+	}
+	return calls, batches
 }
 
 // loads is rlctl_script_loads_total's value.

@@ -41,6 +41,9 @@
 //	rlctl_script_loads_total                                  counter
 //	    engine.Redis.ScriptLoads of the watched backends (WatchRedis), summed over the
 //	    backends it replaced.
+//	rlctl_batched_calls_total, rlctl_batches_total            counters
+//	    engine.Redis.Batches of the watched backends, summed as script loads are: the
+//	    calls that reached Redis in batches of two or more, and those batches.
 //	rlctl_config_reloads_total{result}                        counter
 //	    Attempted policy reloads (ConfigReload). result: ok, failed.
 //	rlctl_config_last_reload_success_timestamp_seconds        gauge

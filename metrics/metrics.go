@@ -27,6 +27,8 @@ type Metrics struct {
 	breakerTransitions *prometheus.CounterVec
 	evicted            prometheus.Counter
 	scriptLoads        *prometheus.Desc
+	batchedCalls       *prometheus.Desc
+	batches            *prometheus.Desc
 	reloads            *prometheus.CounterVec
 	lastReload         prometheus.Gauge
 	planPolicies       prometheus.Gauge
@@ -45,6 +47,8 @@ type Metrics struct {
 	mu       sync.Mutex
 	redis    *engine.Redis // the watched backend, or nil
 	replaced uint64        // the script loads of the backends watched before it
+	// replacedCalls and replacedBatches: the Batches of the backends watched before it.
+	replacedCalls, replacedBatches uint64
 }
 
 // callBuckets are rlctl_backend_call_duration_seconds' upper bounds: 100µs (a call to a
@@ -108,6 +112,13 @@ func New() *Metrics {
 			"Times a Redis server did not hold the engine script and was sent it (a new or "+
 				"restarted server, a flush, a failover). A steady rise is a server losing its scripts.",
 			nil, nil),
+		batchedCalls: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "batched_calls_total"),
+			"Script calls of decisions that reached Redis in batches of two or more (engine.Batched); "+
+				"divided by rlctl_batches_total, the mean batch.",
+			nil, nil),
+		batches: prometheus.NewDesc(prometheus.BuildFQName(namespace, "", "batches_total"),
+			"Script calls that carried a batch of two or more decisions' calls.",
+			nil, nil),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "config_reloads_total",
 			Help: "Attempted reloads of the policy files, by result: ok, or failed (refused; the " +
@@ -151,6 +162,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		c.Describe(ch)
 	}
 	ch <- m.scriptLoads
+	ch <- m.batchedCalls
+	ch <- m.batches
 }
 
 // Collect implements prometheus.Collector.
@@ -159,6 +172,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		c.Collect(ch)
 	}
 	ch <- prometheus.MustNewConstMetric(m.scriptLoads, prometheus.CounterValue, float64(m.loads()))
+	calls, batches := m.batchCounts()
+	ch <- prometheus.MustNewConstMetric(m.batchedCalls, prometheus.CounterValue, float64(calls))
+	ch <- prometheus.MustNewConstMetric(m.batches, prometheus.CounterValue, float64(batches))
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {

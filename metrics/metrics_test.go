@@ -550,8 +550,9 @@ func TestLint(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 12 requests, 4 call histograms, the engine's breaker, 2 reload results, the
-	// single-series families (cache hits, evictions, script loads, last reload, plan ×2).
-	if want := 12 + 4 + 1 + 2 + 6; n != want {
+	// single-series families (cache hits, evictions, script loads, batched calls, batches,
+	// last reload, plan ×2).
+	if want := 12 + 4 + 1 + 2 + 8; n != want {
 		t.Errorf("a fresh Metrics exposes %d series, want %d", n, want)
 	}
 }

@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,4 +76,44 @@ func TestWatchRedis(t *testing.T) {
 		t.Errorf("the backends counted %d and %d loads; the test expects 2 and 1", first.ScriptLoads(), second.ScriptLoads())
 	}
 	wantSeries(t, reg, "rlctl_script_loads_total 3", "rlctl_script_loads_total")
+}
+
+// TestWatchRedisBatches: rlctl_batched_calls_total and rlctl_batches_total read the
+// watched backend's Batches: decisions made one after another go alone and count in
+// neither; concurrent ones on a real redis-server share script calls, each counted once,
+// and the counts go on from a replaced backend's.
+func TestWatchRedisBatches(t *testing.T) {
+	srv := redistest.Start(t)
+	plan := compile(t, denyOnError)
+	m := New()
+	reg := registered(t, m)
+	first := engine.NewRedis(srv.Client(t))
+	m.WatchRedis(first)
+	e := engine.New(first, plan, engine.WithHooks(m.Hooks()), engine.WithTimeout(time.Minute))
+	for range 3 {
+		allow(t, e, "u")
+	}
+	if c, b := value(t, reg, "rlctl_batched_calls_total"), value(t, reg, "rlctl_batches_total"); c != 0 || b != 0 {
+		t.Errorf("decisions one after another: %v batched calls in %v batches, want none", c, b)
+	}
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := range 20 {
+				allow(t, e, fmt.Sprint("u", w, "-", i))
+			}
+		})
+	}
+	wg.Wait()
+	calls, batches := first.Batches()
+	if batches == 0 || calls < 2*batches || calls > 320 {
+		t.Fatalf("16 concurrent callers: %d calls in %d batches", calls, batches)
+	}
+	if c, b := value(t, reg, "rlctl_batched_calls_total"), value(t, reg, "rlctl_batches_total"); c != float64(calls) || b != float64(batches) {
+		t.Errorf("scraped %v calls in %v batches, the backend counts %d in %d", c, b, calls, batches)
+	}
+	m.WatchRedis(engine.NewRedis(srv.Client(t)))
+	if c := value(t, reg, "rlctl_batched_calls_total"); c != float64(calls) {
+		t.Errorf("after a reload's new backend: %v batched calls, want the replaced one's %d", c, calls)
+	}
 }
