@@ -56,6 +56,13 @@ func batchCalls(rng *rand.Rand, n int) []*algorithms.Call {
 			c.Rules = append(c.Rules, r)
 		}
 		switch rng.IntN(10) {
+		case 3:
+			// A wide call, more values than batch copies with unpack.
+			for j := range 15 {
+				r := rules[0](fmt.Sprint(key, ":", j))
+				r.Cost = 1
+				c.Rules = append(c.Rules, r)
+			}
 		case 0:
 			c.Op, c.Units = algorithms.OpMost, 1+rng.Int64N(4)
 		case 1:

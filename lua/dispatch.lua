@@ -1040,6 +1040,10 @@ local function decide(KEYS, ARGV, t)
   return out
 end
 
+-- BATCH_UNPACK is the most values a call of a batch may have for batch to copy its KEYS
+-- and ARGV with unpack (a call has fewer keys than values).
+local BATCH_UNPACK = 64
+
 -- batch runs the calls of a batch (see "batch" atop this file) one after another, each as
 -- decide runs it alone, so each is charged all or nothing on its own. A call that fails
 -- (an error reply, or an error raised by a command or a plugin) is answered with its error
@@ -1060,13 +1064,20 @@ local function batch(KEYS, ARGV)
     if k == nil or v == nil or ki + k > nk or a + 1 + v > na then
       return redis.error_reply('RLCTL batch call ' .. i .. ': bad key or value count')
     end
-    local keys, argv = {}, {}
-    for j = 1, k do
-      keys[j] = KEYS[ki + j]
-    end
+    -- The call's own KEYS and ARGV: copied by unpack (one call) while they are small,
+    -- element by element beyond (unpack's results live on Lua's stack, which is bounded).
+    local keys, argv
     a = a + 1
-    for j = 1, v do
-      argv[j] = ARGV[a + j]
+    if v <= BATCH_UNPACK then
+      keys, argv = {unpack(KEYS, ki + 1, ki + k)}, {unpack(ARGV, a + 1, a + v)}
+    else
+      keys, argv = {}, {}
+      for j = 1, k do
+        keys[j] = KEYS[ki + j]
+      end
+      for j = 1, v do
+        argv[j] = ARGV[a + j]
+      end
     end
     local ok, reply = pcall(decide, keys, argv, t)
     if not ok then
