@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/luahost"
 )
@@ -436,4 +437,94 @@ func burstOf50(ctx context.Context, b *Redis, key string) (bool, error) {
 	}
 	r, err := algorithms.DecodeReply(v, 1)
 	return r.Allowed, err
+}
+
+// boomPolicy is a plugin that raises a Lua error for a cost of 7 and otherwise counts the
+// cost on a string key, and a policy that uses it.
+var boomPolicy = map[string][]byte{
+	"test.hcl": []byte(`
+algorithm "boom" {
+  source   = "boom.lua"
+  params   = { limit = "count" }
+  commands = ["GET", "SET"]
+  guarantee "none" {}
+}
+
+policy "p" {
+  rule "r" {
+    algorithm = "boom"
+    key       = request.user
+    limit     = 100
+  }
+}
+`),
+	"boom.lua": []byte(`params = {'pos'}
+function check(key, now, cost, p)
+  if cost == 7 then
+    error('boom')
+  end
+  local n = tonumber(call('GET', key) or '0')
+  if n + cost > p[1] then
+    return 0, p[1] - n, -1, 0, p[1]
+  end
+  return 1, p[1] - n - cost, 0, 0, p[1], n + cost
+end
+function commit(key, n)
+  call('SET', key, n)
+end
+`),
+}
+
+// A plugin's runtime error in a batch answers its own call only: the calls before it are
+// charged and answered, the calls after it run, on redis-server as on luahost.
+func TestBatchIsolatesAPluginError(t *testing.T) {
+	cfg, diags := dsl.Parse(boomPolicy)
+	if diags.HasErrors() {
+		t.Fatal(diags.Errs())
+	}
+	plan, err := Compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := plan.script
+	boom, ok := s.Algorithm("boom")
+	if !ok {
+		t.Fatal("the plan's script has no boom algorithm")
+	}
+	call := func(key string, cost int64) *queued {
+		c := &algorithms.Call{Op: algorithms.OpCheck, Now: 1_700_000_000_000_000, Rules: []algorithms.Rule{
+			{Key: key, Algorithm: boom, Cost: cost, Params: []int64{100}},
+		}}
+		return &queued{args: fcallArgs(t, s, c)}
+	}
+	ctx := context.Background()
+	c := redistest.Start(t).Client(t)
+	if err := c.FunctionLoad(ctx, s.Library).Err(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.Do(ctx, batchArgs([]*queued{call("a", 1), call("b", 7), call("c", 2)})...).Result()
+	if err != nil {
+		t.Fatalf("the batch failed as a whole: %v", err)
+	}
+	replies, _ := v.([]any)
+	if len(replies) != 3 {
+		t.Fatalf("replies %#v", v)
+	}
+	if _, ok := replies[0].([]any); !ok {
+		t.Errorf("the call before the error: %#v", replies[0])
+	}
+	if e, ok := replies[1].(error); !ok || !strings.Contains(e.Error(), "boom") {
+		t.Errorf("the raising call: %#v, want its error", replies[1])
+	}
+	if _, ok := replies[2].([]any); !ok {
+		t.Errorf("the call after the error: %#v", replies[2])
+	}
+	for key, want := range map[string]string{"a": "1", "c": "2"} {
+		if got, err := c.Get(ctx, key).Result(); err != nil || got != want {
+			t.Errorf("key %s holds %q (%v), want %s charged", key, got, err, want)
+		}
+	}
+	if n, _ := c.Exists(ctx, "b").Result(); n != 0 {
+		t.Error("the raising call wrote its key")
+	}
 }
