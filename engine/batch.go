@@ -16,8 +16,8 @@ import (
 // DefaultBatch is the most calls Batched puts in one script call.
 const DefaultBatch = 64
 
-// Batched sets how the backend batches the script calls of concurrent decisions to a
-// standalone server (group commit), which NewRedis does by default: while one call is in
+// Batched sets how the backend batches the script calls of concurrent decisions to one
+// server (group commit; a cluster's: below), as NewRedis does by default: while a call is in
 // flight, the calls that arrive queue, and when it returns they go together as one FCALL
 // of the library's batch form, at most max calls in one (DefaultBatch when max < 1;
 // Batched(1) sends every call alone). A lone call waits for nothing: with nothing in
