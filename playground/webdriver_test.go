@@ -227,22 +227,38 @@ func (d *webDriver) find(sel string) string {
 	return ref[elementKey]
 }
 
+// onElement calls the element command method path (after /element/ID) on the element sel
+// matches. The page redraws elements as results arrive (the tabs, the diagnostics), so one
+// found may be replaced before the command reaches it: a stale element is found again, a
+// few times, as a user would look again and click the new one.
+func (d *webDriver) onElement(sel, method, path string, body, out any) {
+	d.t.Helper()
+	for try := 1; ; try++ {
+		err := d.call(method, "/element/"+d.find(sel)+path, body, out)
+		if err != nil && try < 5 && strings.Contains(err.Error(), "stale element reference") {
+			continue
+		}
+		d.must(err)
+		return
+	}
+}
+
 func (d *webDriver) click(sel string) {
 	d.t.Helper()
-	d.must(d.call("POST", "/element/"+d.find(sel)+"/click", map[string]any{}, nil))
+	d.onElement(sel, "POST", "/click", map[string]any{}, nil)
 }
 
 // sendKeys types text into the element sel matches, as a user would: into the focused
 // element at its cursor (replacing a selection), else at the end of its text.
 func (d *webDriver) sendKeys(sel, text string) {
 	d.t.Helper()
-	d.must(d.call("POST", "/element/"+d.find(sel)+"/value", map[string]string{"text": text}, nil))
+	d.onElement(sel, "POST", "/value", map[string]string{"text": text}, nil)
 }
 
 func (d *webDriver) text(sel string) string {
 	d.t.Helper()
 	var s string
-	d.must(d.call("GET", "/element/"+d.find(sel)+"/text", nil, &s))
+	d.onElement(sel, "GET", "/text", nil, &s)
 	return s
 }
 
