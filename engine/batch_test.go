@@ -270,7 +270,12 @@ func TestBatchedCallGivenUpWhileQueued(t *testing.T) {
 	}()
 	// Wait until the first call is in flight: the batcher is busy.
 	for !batcherBusy(b.batch) {
-		runtime.Gosched()
+		select {
+		case err := <-first:
+			t.Fatalf("the first call returned from a paused server: %v", err)
+		default:
+			runtime.Gosched()
+		}
 	}
 	qctx, cancel := context.WithCancel(ctx)
 	queuedErr := make(chan error, 1)
@@ -279,7 +284,12 @@ func TestBatchedCallGivenUpWhileQueued(t *testing.T) {
 		queuedErr <- err
 	}()
 	for batcherQueued(b.batch) == 0 {
-		runtime.Gosched()
+		select {
+		case err := <-queuedErr:
+			t.Fatalf("the second call returned without queueing: %v", err)
+		default:
+			runtime.Gosched()
+		}
 	}
 	cancel()
 	if err := <-queuedErr; err != context.Canceled {
