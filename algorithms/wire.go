@@ -146,20 +146,28 @@ func (c *Call) Argv() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	argv := make([]string, len(args))
+	return ArgStrings(args), nil
+}
+
+// ArgStrings returns command arguments in the forms AppendArgs appends (string, *string,
+// int64, *int64) as the strings they stand for; any other value as fmt prints it.
+func ArgStrings(args []any) []string {
+	out := make([]string, len(args))
 	for i, a := range args {
 		switch a := a.(type) {
 		case string:
-			argv[i] = a
+			out[i] = a
 		case *string:
-			argv[i] = *a
+			out[i] = *a
 		case int64:
-			argv[i] = strconv.FormatInt(a, 10)
+			out[i] = strconv.FormatInt(a, 10)
 		case *int64:
-			argv[i] = strconv.FormatInt(*a, 10)
+			out[i] = strconv.FormatInt(*a, 10)
+		default:
+			out[i] = fmt.Sprint(a)
 		}
 	}
-	return argv, nil
+	return out
 }
 
 // Values a call's arguments repeat, converted to interfaces once: a string or an integer

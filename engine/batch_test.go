@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -118,24 +117,7 @@ func TestBatchEqualsCallsAlone(t *testing.T) {
 			if _, err := h.Do(ctx, "FUNCTION", "LOAD", s.Library); err != nil {
 				t.Fatal(err)
 			}
-			return func(args []any) (any, error) {
-				strs := make([]string, len(args))
-				for i, a := range args {
-					switch a := a.(type) {
-					case string:
-						strs[i] = a
-					case *string:
-						strs[i] = *a
-					case int64:
-						strs[i] = strconv.FormatInt(a, 10)
-					case *int64:
-						strs[i] = strconv.FormatInt(*a, 10)
-					default:
-						t.Fatalf("argument %d is a %T", i, a)
-					}
-				}
-				return h.Do(ctx, strs...)
-			}
+			return func(args []any) (any, error) { return h.Do(ctx, algorithms.ArgStrings(args)...) }
 		},
 	}
 	for name, start := range servers {
