@@ -786,12 +786,17 @@ local RULE_COUNTS = {['2'] = 2, ['3'] = 3, ['4'] = 4}
 -- keys (n lookups, one table).
 local DISTINCT_SCAN = 8
 
+-- mismatch is the reply to a call whose protocol (ARGV[1]) is not the script's.
+local function mismatch(sent)
+  return redis.error_reply('RLCTL protocol mismatch: script speaks ' .. PROTOCOL .. ', caller sent ' .. tostring(sent))
+end
+
 -- decide runs one call (main binds the library's locals first). t is the server clock
 -- as TIME answers it, read by a batch once for its calls; nil: decide reads it.
 local function decide(KEYS, ARGV, t)
   TTL_SLACK = 0
   if ARGV[1] ~= PROTOCOL then
-    return redis.error_reply('RLCTL protocol mismatch: script speaks ' .. PROTOCOL .. ', caller sent ' .. tostring(ARGV[1]))
+    return mismatch(ARGV[1])
   end
   local op = ARGV[2]
   local units -- op "most:N": N
@@ -1110,7 +1115,7 @@ local function main(KEYS, ARGV)
   end
   if ARGV[2] == 'batch' then
     if ARGV[1] ~= PROTOCOL then
-      return redis.error_reply('RLCTL protocol mismatch: script speaks ' .. PROTOCOL .. ', caller sent ' .. tostring(ARGV[1]))
+      return mismatch(ARGV[1])
     end
     return batch(KEYS, ARGV)
   end
