@@ -160,6 +160,16 @@ type Rule struct {
 	// any other request decided with it (engine.AllowAll), as envoyproxy/ratelimit's
 	// replaces. A replaced rule may replace others; every rule that applies counts.
 	Replaces []*Rule
+	// LeaseSize (lease_size = N) lets each instance serve the rule's keys from a quota lease: it
+	// takes up to N units of a key from the backend in one call, charged as they are
+	// taken, spends them in process, and returns what is left when the lease ends (see
+	// engine's doc). 0: none. fixed_window rules of constant parameters only, not shadow,
+	// without a penalty box; N is at most the limit.
+	LeaseSize int64
+	// LeaseFor (lease_for) is the longest an instance holds a lease's units, in
+	// microseconds; 0: until the window (or calendar period) it was taken in ends, when
+	// its units stop counting.
+	LeaseFor int64
 	// Params has one entry per parameter of Algorithm, in its wire order. A Lease
 	// parameter is Const {0}: the engine supplies the lease.
 	Params []*Param

@@ -45,6 +45,8 @@ var ruleAttrs = []hcl.AttributeSchema{
 	{Name: "deny"},
 	{Name: "deny_retry"},
 	{Name: "time_zone"},
+	{Name: "lease_size"},
+	{Name: "lease_for"},
 }
 
 // validName is the form of policy, rule, scenario and traffic names: they appear in Redis
@@ -325,7 +327,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 	content, d = b.Body.Content(schema)
 	for _, x := range d {
 		if x.Summary == "Unsupported argument" || x.Summary == "Extraneous JSON object property" {
-			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound, stats_key, replaces, block_for, block_max, overridable, exempt, deny, deny_retry and time_zone; %s takes %s.", alg.Name, paramList(alg))
+			x.Detail += fmt.Sprintf(" A rule takes algorithm, key, when, cost, shadow, accept_bound, stats_key, replaces, block_for, block_max, overridable, exempt, deny, deny_retry, time_zone, lease_size and lease_for; %s takes %s.", alg.Name, paramList(alg))
 		}
 	}
 	l.add(d...)
@@ -434,6 +436,7 @@ func (l *loader) decodeRule(b *hcl.Block, p *Policy, policyGuards map[string]boo
 		r.Cost, minCost = l.cost(a, r, capacity, capValues)
 	}
 	l.checkShare(r, p, wires, paramsOK)
+	l.lease(r, content)
 	if paramsOK {
 		l.ruleWork(r, wires, minCost, p.Budget)
 	}

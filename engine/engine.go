@@ -46,6 +46,7 @@ type Engine struct {
 	logs    logLimiter
 	orphans orphans
 
+	leases      leases // quota leases (lease.go)
 	leasePrefix string
 	leaseSeq    atomic.Uint64
 	loadLocal   sync.Once
@@ -196,6 +197,7 @@ const (
 	FromFailDeny               // the backend failed; on_error = "deny"
 	FromCache                  // the deny cache answered
 	FromNoRules                // no rule applied to the request
+	FromLease                  // quota leases held in process decided it, with no backend call (dsl.Rule.LeaseSize)
 )
 
 // String is the source's name in metrics and APIs: backend, local, fail_open, fail_deny,
@@ -214,6 +216,8 @@ func (s Source) String() string {
 		return "cache"
 	case FromNoRules:
 		return "no_rules"
+	case FromLease:
+		return "lease"
 	}
 	return "Source(" + strconv.Itoa(int(s)) + ")"
 }
@@ -748,7 +752,14 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 	if err != nil {
 		return nil, err
 	}
-	d, err := e.run(ctx, rules, rules, nil, n > 0, 0, -1, false)
+	var d *Decision
+	leased := false
+	if e.plan.leased && n > 0 {
+		d, leased, err = e.leasedDecision(ctx, rules)
+	}
+	if !leased {
+		d, err = e.run(ctx, rules, rules, nil, n > 0, 0, -1, false)
+	}
 	if d != nil {
 		if unl {
 			d.unlimited = unlimitedFirst
@@ -760,32 +771,46 @@ func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision,
 	return d, err
 }
 
-// run decides the rules of one or more requests: all, and the same with shared keys
+// result returns rule p's RuleResult before it is decided: allowed, its window, its cost.
+func (e *Engine) result(p *pending) RuleResult {
+	w, ok := e.plan.windows[p.rule]
+	if !ok {
+		w = window(&p.call)
+	}
+	var unit calendar.Unit
+	if c := &p.call; c.Calendar {
+		// The period around the engine's clock (algorithms.SpanAround).
+		w, unit = time.Duration(c.Span[3]-c.Span[2])*time.Microsecond, p.rule.Calendar.Unit
+	}
+	return RuleResult{
+		Policy: p.policy.Name, Rule: p.rule.Name, Algorithm: p.call.Algorithm.Name,
+		Shadow: p.call.Shadow, Allowed: true, Key: p.call.Key, Window: w, Calendar: unit,
+		Request: p.req, Cost: p.call.Cost, cost: p.call.Cost,
+	}
+}
+
+// run decides the rules of one or more requests (evaluate), and reports the decision to
+// the Decided hook.
+func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, charging bool, most, wait int64, keep bool) (*Decision, error) {
+	d, err := e.evaluate(ctx, all, uniq, fan, charging, most, wait, keep)
+	if err == nil {
+		e.decided(d)
+	}
+	return d, err
+}
+
+// evaluate decides the rules of one or more requests: all, and the same with shared keys
 // merged, uniq (fan maps all to uniq; nil when they are the same). charging: some rule
 // is charged (not a peek). most > 0 makes it a partial admission of up to most units,
 // each rule's cost being its cost per unit (AllowAtMost). wait >= 0 lets a denied request
 // reserve the earliest slot within wait µs (Wait): the rules must then make one call.
 // keep records in an allowed Decision every group's charge (Decision.charges, for Settle).
-func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, charging bool, most, wait int64, keep bool) (*Decision, error) {
+func (e *Engine) evaluate(ctx context.Context, all, uniq []pending, fan []int, charging bool, most, wait int64, keep bool) (*Decision, error) {
 	d := newDecision(len(all))
 	for i := range all {
-		w, ok := e.plan.windows[all[i].rule]
-		if !ok {
-			w = window(&all[i].call)
-		}
-		var unit calendar.Unit
-		if c := &all[i].call; c.Calendar {
-			// The period around the engine's clock (algorithms.SpanAround).
-			w, unit = time.Duration(c.Span[3]-c.Span[2])*time.Microsecond, all[i].rule.Calendar.Unit
-		}
-		cost := all[i].call.Cost
+		d.Rules[i] = e.result(&all[i])
 		if fan != nil {
-			cost = uniq[fan[i]].call.Cost
-		}
-		d.Rules[i] = RuleResult{
-			Policy: all[i].policy.Name, Rule: all[i].rule.Name, Algorithm: all[i].call.Algorithm.Name,
-			Shadow: all[i].call.Shadow, Allowed: true, Key: all[i].call.Key, Window: w, Calendar: unit,
-			Request: all[i].req, Cost: all[i].call.Cost, cost: cost,
+			d.Rules[i].cost = uniq[fan[i]].call.Cost
 		}
 		if most > 0 {
 			d.Rules[i].Cost = all[i].call.Cost * most
@@ -793,7 +818,6 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 	}
 	if len(all) == 0 {
 		d.Source, d.Granted = FromNoRules, most
-		e.decided(d)
 		return d, nil
 	}
 	// results holds a verdict per rule of uniq: d.Rules itself unless keys were merged.
@@ -812,7 +836,6 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 			}
 			d.Rules = []RuleResult{res}
 			d.Allowed, d.Decider, d.RetryAfter, d.Source = false, 0, res.RetryAfter, FromCache
-			e.decided(d)
 			return d, nil
 		}
 	}
@@ -949,7 +972,6 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 			}
 		}
 	}
-	e.decided(d)
 	return d, nil
 }
 

@@ -28,6 +28,8 @@ type Plan struct {
 	spans map[*dsl.Rule]*spans
 	// rules is the number of rules of all policies.
 	rules int
+	// leased: some rule serves its keys from quota leases (dsl.Rule.LeaseSize).
+	leased bool
 	// replaces: some rule or unlimited block replaces rules (dsl.Rule.Replaces,
 	// dsl.Unlimited.Replaces).
 	replaces bool
@@ -41,7 +43,7 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 	algs := append(append([]*algorithms.Algorithm(nil), algorithms.Builtin()...), cfg.Plugins...)
 	var rules []*algorithms.Compiled
 	var of []*dsl.Rule
-	replaces := false
+	replaces, leased := false, false
 	for _, p := range cfg.Policies {
 		for _, r := range p.Rules {
 			if !slices.Contains(algs, r.Algorithm) {
@@ -50,6 +52,7 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 			rules = append(rules, compiledRule(r))
 			of = append(of, r)
 			replaces = replaces || len(r.Replaces) > 0
+			leased = leased || r.LeaseSize > 0
 		}
 		for _, u := range p.Unlimited {
 			replaces = replaces || len(u.Replaces) > 0
@@ -59,7 +62,7 @@ func Compile(cfg *dsl.Config) (*Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	p := &Plan{script: s, scriptArgs: argsOf(s), policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, tags: map[*dsl.Rule]string{}, windows: map[*dsl.Rule]time.Duration{}, spans: map[*dsl.Rule]*spans{}, rules: len(of), replaces: replaces}
+	p := &Plan{script: s, scriptArgs: argsOf(s), policies: cfg.Policies, compiled: map[*dsl.Rule]*algorithms.Compiled{}, tags: map[*dsl.Rule]string{}, windows: map[*dsl.Rule]time.Duration{}, spans: map[*dsl.Rule]*spans{}, rules: len(of), replaces: replaces, leased: leased}
 	for i, r := range of {
 		p.compiled[r] = s.Rules[i]
 		p.tags[r] = AlgorithmTag(r.Algorithm)

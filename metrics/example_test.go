@@ -58,6 +58,7 @@ policy "api" {
 	// rlctl_requests_total{outcome="denied",source="cache"} 0
 	// rlctl_requests_total{outcome="denied",source="fail_deny"} 0
 	// rlctl_requests_total{outcome="denied",source="fail_open"} 0
+	// rlctl_requests_total{outcome="denied",source="lease"} 0
 	// rlctl_requests_total{outcome="denied",source="local"} 0
 	// rlctl_requests_total{outcome="denied",source="no_rules"} 0
 }

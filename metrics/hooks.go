@@ -18,6 +18,7 @@ var sourceNames = [...]string{
 	engine.FromFailDeny: "fail_deny",
 	engine.FromCache:    "cache",
 	engine.FromNoRules:  "no_rules",
+	engine.FromLease:    "lease",
 }
 
 // ruleKey names a rule's rlctl_decisions_total children. shadow is part of it because it

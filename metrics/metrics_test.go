@@ -549,10 +549,10 @@ func TestLint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 12 requests, 4 call histograms, the engine's breaker, 2 reload results, the
+	// 14 requests (7 sources × 2 outcomes), 4 call histograms, the engine's breaker, 2 reload results, the
 	// single-series families (cache hits, evictions, script loads, batched calls, batches,
 	// last reload, plan ×2).
-	if want := 12 + 4 + 1 + 2 + 8; n != want {
+	if want := 14 + 4 + 1 + 2 + 8; n != want {
 		t.Errorf("a fresh Metrics exposes %d series, want %d", n, want)
 	}
 }

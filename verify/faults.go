@@ -51,11 +51,12 @@ type FaultTraffic struct {
 // Decisions counts requests by how the engine decided them (engine.Decision.Source) and,
 // for those decided without Redis, why Redis was not used (engine.Decision.Err).
 type Decisions struct {
-	Redis    int64 `json:"redis"`     // the script on Redis
-	Local    int64 `json:"local"`     // the script on the in-process fallback (on_error = "local")
-	FailOpen int64 `json:"fail_open"` // allowed unchecked (on_error = "allow")
-	FailDeny int64 `json:"fail_deny"` // denied unchecked (on_error = "deny")
-	Cache    int64 `json:"cache"`     // denied by the deny cache, without a call
+	Redis    int64 `json:"redis"`           // the script on Redis
+	Local    int64 `json:"local"`           // the script on the in-process fallback (on_error = "local")
+	FailOpen int64 `json:"fail_open"`       // allowed unchecked (on_error = "allow")
+	FailDeny int64 `json:"fail_deny"`       // denied unchecked (on_error = "deny")
+	Cache    int64 `json:"cache"`           // denied by the deny cache, without a call
+	Lease    int64 `json:"lease,omitempty"` // decided from quota leases held in process, without a call
 	// Of Local, FailOpen and FailDeny:
 	TimedOut    int64 `json:"timed_out"`    // the call outlasted the deadline
 	Failed      int64 `json:"failed"`       // the call failed at once: refused, or an error reply
@@ -308,6 +309,8 @@ func (d *Decisions) count(dec *engine.Decision) {
 		d.FailDeny++
 	case engine.FromCache:
 		d.Cache++
+	case engine.FromLease:
+		d.Lease++
 	}
 	if dec.Err == nil {
 		return

@@ -693,7 +693,7 @@ func (e *requestErr) Unwrap() error { return e.err }
 // never quietly fall back to an on_error mode.
 func degraded(d *engine.Decision) error {
 	switch d.Source {
-	case engine.FromBackend, engine.FromNoRules, engine.FromCache:
+	case engine.FromBackend, engine.FromNoRules, engine.FromCache, engine.FromLease:
 		return nil
 	}
 	if d.Err != nil {

@@ -395,7 +395,7 @@ func benchPolicy(ctx context.Context, e *env, eng *engine.Engine, name string, r
 				switch {
 				case d.Source == engine.FromNoRules:
 					noRule.Add(1)
-				case d.Source != engine.FromBackend && d.Source != engine.FromCache:
+				case d.Source != engine.FromBackend && d.Source != engine.FromCache && d.Source != engine.FromLease:
 					degraded.Add(1)
 					errOnce.Do(func() { res.firstErr = d.Err })
 				case d.Allowed:
