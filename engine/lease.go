@@ -62,6 +62,7 @@ type slice struct {
 	units, spent int64
 	gen          uint64
 	size         int64     // the next take's size (0: the lease's)
+	lease        int64     // the rule's lease size: the most the slice holds
 	now          int64     // the last take's instant on the rule's clock (a refund's Now)
 	wend         int64     // the end of that instant's window on the rule's clock
 	windowEnd    time.Time // on the engine's clock: when its units stop counting
@@ -136,7 +137,7 @@ func (e *Engine) leasedDecision(ctx context.Context, rules []pending) (_ *Decisi
 		if len(rest) > 0 {
 			o, err := e.evaluate(ctx, rest, rest, nil, true, 0, -1, false)
 			if err != nil {
-				giveBack(taken)
+				e.giveBack(ctx, taken)
 				return nil, true, err
 			}
 			d.Source, d.Err, d.held = o.Source, o.Err, o.held
@@ -155,7 +156,7 @@ func (e *Engine) leasedDecision(ctx context.Context, rules []pending) (_ *Decisi
 		}
 	}
 	if denied {
-		giveBack(taken)
+		e.giveBack(ctx, taken)
 		d.Allowed = false
 		d.Rules = slices.DeleteFunc(d.Rules, func(r RuleResult) bool { return !r.evaluated })
 		for i := range d.Rules {
@@ -192,7 +193,7 @@ func (e *Engine) spendAll(ctx context.Context, rules []pending, leased []int, he
 			src = FromBackend
 		}
 		if err != nil {
-			giveBack(taken)
+			e.giveBack(ctx, taken)
 			return src, nil, false, err
 		}
 		if !rr.Allowed {
@@ -284,7 +285,8 @@ func (e *Engine) spend(ctx context.Context, s *slice, p *pending, rr *RuleResult
 		if size == 0 {
 			size = p.rule.LeaseSize
 		}
-		size = min(max(size, cost), p.rule.LeaseSize)
+		// A slice holds at most the lease: what it has left counts.
+		size = min(max(size, cost), p.rule.LeaseSize) - s.units
 		s.mu.Unlock()
 		called = true
 		err := e.take(ctx, s, p, size)
@@ -326,7 +328,7 @@ func (e *Engine) take(ctx context.Context, s *slice, p *pending, size int64) err
 		s.units, s.gen, s.wend = 0, s.gen+1, w
 	}
 	s.units += rep.Granted
-	s.now, s.rule, s.skew = rep.Now, r, call.Skew
+	s.now, s.rule, s.skew, s.lease = rep.Now, r, call.Skew, p.rule.LeaseSize
 	s.limit, s.remaining = res.Limit, res.Remaining
 	s.windowEnd, s.holdEnd = end, end
 	if h := p.rule.LeaseFor; h > 0 {
@@ -390,15 +392,26 @@ func (e *Engine) endSlice(ctx context.Context, s *slice, now time.Time) {
 }
 
 // giveBack returns a denied request's units to the slices they were spent from, unless a
-// slice has moved to another window since.
-func giveBack(taken []spent) {
+// slice has moved to another window since (they stopped counting with it). A slice
+// refilled meanwhile keeps at most the lease, and what would pass it goes back to the
+// backend.
+func (e *Engine) giveBack(ctx context.Context, taken []spent) {
 	for _, t := range taken {
-		t.s.mu.Lock()
-		if t.s.gen == t.gen {
-			t.s.units += t.cost
-			t.s.spent = max(t.s.spent-t.cost, 0)
+		s := t.s
+		s.mu.Lock()
+		if s.gen != t.gen {
+			s.mu.Unlock()
+			continue
 		}
-		t.s.mu.Unlock()
+		back := min(t.cost, max(s.lease-s.units, 0))
+		s.units += back
+		s.spent = max(s.spent-back, 0)
+		excess, r, now, skew := t.cost-back, s.rule, s.now, s.skew
+		s.mu.Unlock()
+		if excess > 0 {
+			r.Cost = excess
+			e.refund(ctx, []charged{{call: algorithms.Call{Op: algorithms.OpRefund, Now: now, Skew: skew, Rules: []algorithms.Rule{r}}, client: skew != 0}})
+		}
 	}
 }
 
