@@ -281,6 +281,12 @@ func (c *checker) ruleGroup(p *dsl.Policy, ru *dsl.Rule, w []int64, i int) *grou
 			return []Result{r}, err
 		}})
 	}
+	if ru.LeaseSize > 0 {
+		gr.tasks = append(gr.tasks, &task{do: func(c *checker) ([]Result, error) {
+			r, err := c.leaseProp(p, ru, w, params)
+			return []Result{r}, err
+		}})
+	}
 	if waits(ru) {
 		gr.tasks = append(gr.tasks, &task{do: func(c *checker) ([]Result, error) {
 			r, err := c.delayProp(p, ru, w, i, params)
