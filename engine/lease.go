@@ -84,6 +84,11 @@ type spent struct {
 	s    *slice
 	cost int64
 	gen  uint64
+	// rule, now and skew are the take's that leased the units (a refund's), until the end
+	// of their window on the engine's clock.
+	rule      algorithms.Rule
+	now, skew int64
+	until     time.Time
 }
 
 // leasedDecision decides a request of Allow or AllowN whose rules include leased ones
@@ -250,13 +255,17 @@ func (e *Engine) spend(ctx context.Context, s *slice, p *pending, rr *RuleResult
 			return spent{}, called, errForgotten
 		}
 		now := e.clock()
-		e.endSlice(ctx, s, now)
+		if ret := endSlice(s, now); ret != nil {
+			s.mu.Unlock()
+			e.refund(ctx, ret)
+			continue
+		}
 		if s.units >= cost {
 			s.units -= cost
 			s.spent += cost
 			rr.Allowed, rr.Limit, rr.Remaining = true, s.limit, max(s.remaining, 0)+s.units
 			rr.ResetAfter = max(s.windowEnd.Sub(now), 0)
-			sp := spent{s: s, cost: cost, gen: s.gen}
+			sp := spent{s: s, cost: cost, gen: s.gen, rule: s.rule, now: s.now, skew: s.skew, until: s.windowEnd}
 			s.mu.Unlock()
 			return sp, called, nil
 		}
@@ -322,6 +331,14 @@ func (e *Engine) take(ctx context.Context, s *slice, p *pending, size int64) err
 	// later than the server's.
 	end := sent.Add(usToDuration(max(windowEnd(p, rep.Now)-rep.Now, 0)))
 	s.mu.Lock()
+	if s.forgotten {
+		// ReturnLeases ran, or a sweep, while the take was in flight: its units go back.
+		s.mu.Unlock()
+		if rep.Granted > 0 {
+			e.refund(ctx, refundOf(r, rep.Now, call.Skew, rep.Granted))
+		}
+		return nil
+	}
 	defer s.mu.Unlock()
 	if w := windowEnd(p, rep.Now); w != s.wend {
 		// A new window: what was left of the last one stopped counting with it.
@@ -375,42 +392,45 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// endSlice ends slice s (locked) when its hold is over at now: what is left goes back to
-// the backend when its window still counts it, and is dropped when it does not.
-func (e *Engine) endSlice(ctx context.Context, s *slice, now time.Time) {
+// endSlice ends slice s (locked) when its hold is over at now, and returns the refund that
+// gives back what is left, for the caller to make once it has unlocked s: nil when
+// nothing is left, or its window no longer counts it.
+func endSlice(s *slice, now time.Time) []charged {
 	if s.units == 0 || now.Before(s.holdEnd) {
-		return
+		return nil
 	}
 	left := s.units
 	s.units, s.gen = 0, s.gen+1
 	if !now.Before(s.windowEnd) {
-		return
+		return nil
 	}
-	r := s.rule
-	r.Cost = left
-	e.refund(context.WithoutCancel(ctx), []charged{{call: algorithms.Call{Op: algorithms.OpRefund, Now: s.now, Skew: s.skew, Rules: []algorithms.Rule{r}}, client: s.skew != 0}})
+	return refundOf(s.rule, s.now, s.skew, left)
 }
 
-// giveBack returns a denied request's units to the slices they were spent from, unless a
-// slice has moved to another window since (they stopped counting with it). A slice
+// refundOf returns the refund of units of leased rule r to the window of the take at now
+// (with skew, of a policy on client clocks).
+func refundOf(r algorithms.Rule, now, skew, units int64) []charged {
+	r.Cost = units
+	return []charged{{call: algorithms.Call{Op: algorithms.OpRefund, Now: now, Skew: skew, Rules: []algorithms.Rule{r}}, client: skew != 0}}
+}
+
+// giveBack returns a denied request's units to the slices they were spent from. A slice
 // refilled meanwhile keeps at most the lease, and what would pass it goes back to the
-// backend.
+// backend; so do the units of a slice that ended meanwhile (its hold, or ReturnLeases),
+// while the window they were leased in still counts them.
 func (e *Engine) giveBack(ctx context.Context, taken []spent) {
 	for _, t := range taken {
 		s := t.s
 		s.mu.Lock()
-		if s.gen != t.gen {
-			s.mu.Unlock()
-			continue
+		back := int64(0)
+		if s.gen == t.gen && !s.forgotten {
+			back = min(t.cost, max(s.lease-s.units, 0))
+			s.units += back
+			s.spent = max(s.spent-back, 0)
 		}
-		back := min(t.cost, max(s.lease-s.units, 0))
-		s.units += back
-		s.spent = max(s.spent-back, 0)
-		excess, r, now, skew := t.cost-back, s.rule, s.now, s.skew
 		s.mu.Unlock()
-		if excess > 0 {
-			r.Cost = excess
-			e.refund(ctx, []charged{{call: algorithms.Call{Op: algorithms.OpRefund, Now: now, Skew: skew, Rules: []algorithms.Rule{r}}, client: skew != 0}})
+		if excess := t.cost - back; excess > 0 && e.clock().Before(t.until) {
+			e.refund(ctx, refundOf(t.rule, t.now, t.skew, excess))
 		}
 	}
 }
@@ -447,8 +467,9 @@ func (e *Engine) sweepLeases(ctx context.Context) {
 	l.mu.Unlock()
 	for _, s := range ended {
 		s.mu.Lock()
-		e.endSlice(ctx, s, e.clock())
+		ret := endSlice(s, e.clock())
 		s.mu.Unlock()
+		e.refund(ctx, ret)
 	}
 }
 
@@ -474,15 +495,12 @@ func (e *Engine) ReturnLeases(ctx context.Context) error {
 		left := s.units
 		s.units, s.gen, s.forgotten = 0, s.gen+1, true
 		live := left > 0 && e.clock().Before(s.windowEnd)
-		r := s.rule
-		now, skew := s.now, s.skew
+		ret := refundOf(s.rule, s.now, s.skew, left)
 		s.mu.Unlock()
 		if !live {
 			continue
 		}
-		r.Cost = left
-		c := algorithms.Call{Op: algorithms.OpRefund, Now: now, Skew: skew, Rules: []algorithms.Rule{r}}
-		if _, _, err := e.call(ctx, &c); err != nil && first == nil {
+		if _, _, err := e.call(ctx, &ret[0].call); err != nil && first == nil {
 			first = err
 		}
 	}

@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/luahost"
 )
 
 // leasePolicy is a hot global key served from leases of 10 units, stacked on a per-user
@@ -228,5 +231,82 @@ policy "api" {
 	}
 	if p, err = engines[0].Peek(ctx, Attrs{}); err != nil || p.Rules[0].Limit-p.Rules[0].Remaining != admitted.Load() {
 		t.Fatalf("after the leases were returned: %+v %v, want a count of %d", p, err, admitted.Load())
+	}
+}
+
+// hookedBackend runs before ahead of each call whose argv names op (a prefix of the
+// dispatcher's op argument, such as "most" or "refund").
+type hookedBackend struct {
+	Backend
+	op     string
+	before func()
+}
+
+func (b *hookedBackend) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (any, error) {
+	for _, a := range argv {
+		if b.before != nil && strings.HasPrefix(a, b.op) {
+			f := b.before
+			b.before = nil
+			f()
+			break
+		}
+	}
+	return b.Backend.Eval(ctx, s, keys, argv)
+}
+
+// TestLeaseReturnedDuringATake: units a take brings after ReturnLeases go back to the
+// backend, and the request is decided there, so the count is what was admitted.
+func TestLeaseReturnedDuringATake(t *testing.T) {
+	clock := newFrozen()
+	b := &hookedBackend{Backend: NewLocal(luahost.New(luahost.WithClock(clockFunc(clock.now)))), op: "most"}
+	e := New(b, compile(t, leasePolicy("")), WithClock(clock.now))
+	ctx := context.Background()
+	b.before = func() {
+		if err := e.ReturnLeases(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	d, err := e.Allow(ctx, Attrs{"user": "ann"})
+	if err != nil || !d.Allowed || d.Source != FromBackend {
+		t.Fatalf("%+v %v: want allowed on the backend", d, err)
+	}
+	p, err := e.Peek(ctx, Attrs{"user": "ann"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if count := p.Rules[0].Limit - p.Rules[0].Remaining; count != 1 || e.Leased(p.Rules[0].Key) != 0 {
+		t.Fatalf("the backend counts %d and the engine holds %d, want 1 and 0", count, e.Leased(p.Rules[0].Key))
+	}
+}
+
+// TestLeaseRefundOutsideTheSlicesLock: a slice's leftover goes back at its hold's end
+// with the slice unlocked, so the key's other decisions never wait for the refund.
+func TestLeaseRefundOutsideTheSlicesLock(t *testing.T) {
+	clock := newFrozen()
+	b := &hookedBackend{Backend: NewLocal(luahost.New(luahost.WithClock(clockFunc(clock.now)))), op: "refund"}
+	e := New(b, compile(t, leasePolicy("3s")), WithClock(clock.now))
+	ctx := context.Background()
+	d, err := e.Allow(ctx, Attrs{"user": "ann"})
+	if err != nil || !d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	s := e.leases.m[d.Rules[0].Key]
+	refunded := false
+	b.before = func() {
+		refunded = true
+		if !s.mu.TryLock() {
+			t.Error("the refund runs with the slice locked")
+			return
+		}
+		s.mu.Unlock()
+	}
+	clock.advance(4 * time.Second)
+	// The decision's own slice ends it, not a sweep of every slice.
+	e.leases.swept = clock.now()
+	if d, err = e.Allow(ctx, Attrs{"user": "ann"}); err != nil || !d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if !refunded {
+		t.Fatal("the hold ended with no refund")
 	}
 }

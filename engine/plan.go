@@ -117,6 +117,10 @@ func constWire(r *dsl.Rule) ([]int64, bool) {
 	return w, len(w) == r.Algorithm.WireLen()
 }
 
+// Leased reports whether some rule of the plan serves its keys from quota leases
+// (dsl.Rule.LeaseSize).
+func (p *Plan) Leased() bool { return p.leased }
+
 // Script returns the engine script the plan runs.
 func (p *Plan) Script() *algorithms.Script { return p.script }
 

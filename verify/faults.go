@@ -354,7 +354,7 @@ func (d *Decisions) cell(failed string) string {
 	for _, c := range []struct {
 		n    int64
 		name string
-	}{{d.Redis, "redis"}, {d.Local, "local"}, {d.FailOpen, "fail-open"}, {d.FailDeny, "fail-deny"}, {d.Cache, "cache"}, {d.Errors, "engine error"}} {
+	}{{d.Redis, "redis"}, {d.Local, "local"}, {d.FailOpen, "fail-open"}, {d.FailDeny, "fail-deny"}, {d.Cache, "cache"}, {d.Lease, "lease"}, {d.Errors, "engine error"}} {
 		if c.n > 0 {
 			ways = append(ways, fmt.Sprintf("%s %d", c.name, c.n))
 		}

@@ -34,10 +34,24 @@ type Report struct {
 	Engine *EngineReport `json:"engine,omitempty"`
 	// Faults are the scenario's faults, in time order, with what each did.
 	Faults []*FaultReport `json:"faults,omitempty"`
+	// Leases is what quota leases (dsl.Rule.LeaseSize) saved the run; nil when no rule
+	// is leased.
+	Leases *LeaseReport `json:"leases,omitempty"`
 	// Changes are the scenario's override and list changes, in time order.
 	Changes []ChangeReport `json:"changes,omitempty"`
 
 	allowedAt map[string][]int64
+}
+
+// LeaseReport counts a run's calls to Redis beside its decisions, where rules are served
+// from quota leases: a decision that some rule applied to makes at least one call without
+// leases, and none when its leased rules spent from a slice and no other rule applied.
+type LeaseReport struct {
+	Decisions int64 `json:"decisions"`  // decisions that some rule applied to
+	InProcess int64 `json:"in_process"` // of those, made from leases with no call to Redis
+	// Calls are every call the instances made to Redis: the rules' checks, the leases'
+	// takes and their returns.
+	Calls int64 `json:"calls"`
 }
 
 // ChangeReport is one override or list change of a scenario (dsl.Change): when, and what.
@@ -503,6 +517,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(ew)
 
+	if l := r.Leases; l != nil {
+		fmt.Fprintf(ew, "leases: %d of %d decisions made in process (%s), no call to Redis; %d calls to Redis in all, takes and returns included, where each decision alone makes one at least\n\n",
+			l.InProcess, l.Decisions, pct(l.InProcess, l.Decisions), l.Calls)
+	}
 	tb = table{head: []string{"rule", "algorithm", "limit", "keys", "checked", "denied", "worst key", "retry-after ok"}, left: 3, text: map[int]bool{6: true}}
 	for _, ru := range r.Rules {
 		name := r.ruleName(ru.Policy, ru.Rule)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -174,6 +175,7 @@ func sourceText(cfg *dsl.Config, rg hcl.Range) string {
 // sim is one simulation run.
 type sim struct {
 	r      *Report
+	calls  atomic.Int64 // the instances' calls to Redis, when rules are leased
 	clock  *luahost.ManualClock
 	host   *luahost.Host
 	engs   []*engine.Engine // the instances of the service, requests going to them in turn
@@ -341,10 +343,19 @@ func (s *sim) startEngine(plan *engine.Plan, sc *dsl.Scenario) {
 	if settings.DenyCache > 0 {
 		opts = append(opts, engine.WithDenyCache(settings.DenyCache))
 	}
+	if plan.Leased() {
+		// The instances' calls, beside what their leases decided in process; peeks go
+		// through an engine of their own, whose calls are the simulation's.
+		s.r.Leases = &LeaseReport{}
+		opts = append(opts, engine.WithHooks(engine.Hooks{Called: func(engine.CallStats) { s.calls.Add(1) }}))
+	}
 	if sc == nil || len(sc.Faults) == 0 {
 		direct := append(opts, engine.WithTimeout(0))
 		s.newInstances(settings, func() *engine.Engine { return engine.New(redis, plan, direct...) })
 		s.peek = s.engs[0]
+		if plan.Leased() {
+			s.peek = engine.New(redis, plan, engine.WithClock(s.clock.Now), engine.WithTimeout(0))
+		}
 		if settings.DenyCache > 0 || s.capped || settings.Instances > 1 {
 			s.r.Engine = engineReport(settings)
 		}
@@ -729,6 +740,16 @@ func (s *sim) recordError(ts *trafficState, at int64) {
 	}
 }
 
+// leasedIn reports whether a rule of decision d is served from quota leases.
+func (s *sim) leasedIn(d *engine.Decision) bool {
+	for i := range d.Rules {
+		if rs := s.rule(&d.Rules[i]); rs != nil && rs.rule.LeaseSize > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // tally counts how a request was decided (d nil: the engine failed it), overall and in the
 // fault in force.
 func (s *sim) tally(ts *trafficState, at int64, d *engine.Decision) {
@@ -773,6 +794,12 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 	if d.Source == engine.FromNoRules {
 		tr.Unlimited++
 	}
+	if l := s.r.Leases; l != nil && d.Source != engine.FromNoRules {
+		l.Decisions++
+		if d.Source == engine.FromLease {
+			l.InProcess++
+		}
+	}
 	if d.Allowed {
 		tr.Allowed++
 		tr.Granted += n
@@ -790,7 +817,8 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 	if d.Source == engine.FromFailOpen || d.Source == engine.FromFailDeny {
 		return // no rule was checked
 	}
-	onRedis := d.Source == engine.FromBackend
+	// A decision from leases spent units Redis counted when they were leased.
+	onRedis := d.Source == engine.FromBackend || d.Source == engine.FromLease
 	for i := range d.Rules {
 		rr := &d.Rules[i]
 		rs := s.rule(rr)
@@ -823,6 +851,10 @@ func (s *sim) record(ts *trafficState, at int64, attrs engine.Attrs, n int64, d 
 				// A deny list's retry-after is a floor it states, not a promise to pass.
 				tr.Retry.Listed++
 				rep.Retry.Listed++
+			case d.RetryAfter > 0 && s.leasedIn(d):
+				// The advice of a rule served from leases is its instance's slice's (when
+				// the Redis count runs out, the window's end or the hold's), not Redis's
+				// state alone: it is not probed.
 			case d.RetryAfter > 0 && d.Source != engine.FromLocal:
 				// The advice of the local fallback is about its own state, not Redis's.
 				tr.Retry.Advised++
@@ -993,6 +1025,9 @@ func (rs *ruleState) peak(key string, allowed, limit, at int64, kind string) {
 }
 
 func (s *sim) finish() {
+	if l := s.r.Leases; l != nil {
+		l.Calls = s.calls.Load()
+	}
 	for _, ts := range s.tlist {
 		slices.Sort(ts.times) // a request that waited is counted when it went on
 		s.r.allowedAt[ts.rep.Name] = ts.times
