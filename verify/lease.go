@@ -240,7 +240,9 @@ func (c *checker) leaseProp(p *dsl.Policy, ru *dsl.Rule, w []int64, params strin
 		run:   r.run,
 		limit: func(o leaseOut) int64 { return o.rr.Limit },
 		at:    func(st leaseStep) int64 { return st.at },
-		step:  func(st leaseStep) string { return fmt.Sprintf("instance %d, client %d, cost %d", st.inst+1, st.client+1, st.cost) },
+		step: func(st leaseStep) string {
+			return fmt.Sprintf("instance %d, client %d, cost %d", st.inst+1, st.client+1, st.cost)
+		},
 		result: func(o leaseOut) string {
 			if o.allowed {
 				return fmt.Sprintf("allowed (%s), remaining %d", o.source, o.rr.Remaining)
