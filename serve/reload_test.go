@@ -292,3 +292,52 @@ func TestReloadRefusesRemoval(t *testing.T) {
 		})
 	}
 }
+
+// TestReloadReturnsLeases: a reload gives the old engine's quota leases back, so the new
+// engine finds in Redis all that was not spent; so does ReturnLeases at a stop. On a real
+// redis-server and on the embedded backend.
+func TestReloadReturnsLeases(t *testing.T) {
+	for _, backend := range backendNames {
+		t.Run(backend, func(t *testing.T) {
+			leased := func(limit int) string {
+				return policy("leased", fmt.Sprintf("  rule \"r\" {\n    algorithm = \"fixed_window\"\n    when = request.user != \"\"\n    key = request.user\n    limit = %d\n    window = \"1h\"\n    lease_size = 50\n  }\n", limit))
+			}
+			f, err := startReload(t, backend, leased(1000), Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for range 3 {
+				if d, err := f.srv.Engine().Allow(ctx, engine.Attrs{"user": "u"}); err != nil || !d.Allowed {
+					t.Fatalf("%+v %v", d, err)
+				}
+			}
+			counted := func() int64 {
+				d, err := f.srv.Engine().Peek(ctx, engine.Attrs{"user": "u"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d.Rules[0].Limit - d.Rules[0].Remaining
+			}
+			if n := counted(); n != 50 {
+				t.Fatalf("Redis counts %d with a lease taken, want 50", n)
+			}
+			f.write(t, leased(2000))
+			if _, err := f.srv.Reload(); err != nil {
+				t.Fatal(err)
+			}
+			if n := counted(); n != 3 {
+				t.Fatalf("Redis counts %d after the reload, want the 3 spent", n)
+			}
+			if d, err := f.srv.Engine().Allow(ctx, engine.Attrs{"user": "u"}); err != nil || !d.Allowed {
+				t.Fatalf("%+v %v", d, err)
+			}
+			if err := f.srv.ReturnLeases(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := counted(); n != 4 {
+				t.Fatalf("Redis counts %d after ReturnLeases, want the 4 spent", n)
+			}
+		})
+	}
+}

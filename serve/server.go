@@ -218,6 +218,17 @@ func (s *Server) Engine() *engine.Engine { return s.cur.Load().engine }
 // to allow it, and reported to the Reloaded hook as a failed reload.
 func (s *Server) Reload() ([]Change, error) { return s.reloadFrom(nil) }
 
+// leaseReturn bounds the time a reload or a shutdown spends giving quota leases back
+// (engine.Engine.ReturnLeases): what it cannot return counts until its window ends.
+const leaseReturn = 5 * time.Second
+
+// ReturnLeases gives back the quota leases of the running engine (dsl.Rule.LeaseSize) and
+// stops it taking new ones: call it when the service stops taking requests, so what its
+// slices hold serves other instances at once. It returns the first refund's failure.
+func (s *Server) ReturnLeases(ctx context.Context) error {
+	return s.cur.Load().engine.ReturnLeases(ctx)
+}
+
 // reloadFrom is Reload, with xds, when not nil, as the management server's translated
 // policies in place of the running ones (see sources).
 func (s *Server) reloadFrom(xds []byte) ([]Change, error) {
@@ -242,6 +253,12 @@ func (s *Server) reloadFrom(xds []byte) ([]Change, error) {
 		return nil, nil
 	}
 	s.cur.Store(st)
+	// The old engine's quota leases go back, for the new one (and other instances) to take.
+	rctx, rcancel := context.WithTimeout(context.Background(), leaseReturn)
+	if err := old.engine.ReturnLeases(rctx); err != nil {
+		s.log.Warn("rlctl serve: quota leases not returned on reload; they count until their windows end", "error", err.Error())
+	}
+	rcancel()
 	for _, c := range changes {
 		level := slog.LevelInfo
 		if c.Kind == Removed {

@@ -66,7 +66,7 @@ rlctl_connections_refused_total. docs/serve.md's "Security" is the threat model.
 
 SIGTERM or SIGINT stops the service: health turns NOT_SERVING (grpc.health.v1 Watch
 streams are told so and end), new calls are refused, calls in flight finish (for at
-most -drain), then it exits 0. SIGHUP also reads the TLS and token files again.
+most -drain), what the engine holds of quota leases goes back to Redis, then it exits 0. SIGHUP also reads the TLS and token files again.
 
 Logs are JSON lines on stderr (log/slog). Every flag can also be set by an environment
 variable, the flag's name in capitals with RLCTL_ before it and - as _ (RLCTL_GRPC,
@@ -489,6 +489,12 @@ func runServe(e *env, args []string) error {
 		log.Warn("rlctl serve: HTTP shutdown", "error", herr.Error())
 	}
 	_ = asrv.Close()
+	// What the engine holds of quota leases goes back for the other instances.
+	rctx, rcancel := context.WithTimeout(context.Background(), *drain)
+	if err := srv.ReturnLeases(rctx); err != nil {
+		log.Warn("rlctl serve: quota leases not returned; they count until their windows end", "error", err.Error())
+	}
+	rcancel()
 	log.Info("rlctl serve: stopped")
 	return nil
 }
