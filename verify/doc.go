@@ -96,6 +96,13 @@
 //     every request is one script call. An interleaving in which a client's call raises
 //     an error that no single request raises (it read state another client had written
 //     only part of) is a note too.
+//   - lease, for a rule served from quota leases (lease_size): 2 to 8 instances of the
+//     engine on one simulated Redis, the rule stacked on an unleased rule that denies
+//     some clients, take, spend, give back and return slices on the virtual clock; after
+//     every request Redis's count of the window is exactly what the instances admitted in
+//     it plus what they hold unspent, so the limit is never exceeded, and no instance
+//     holds more than lease_size (the most capacity one instance holds while another is
+//     denied).
 //
 // Per policy: atomicity of the stack (allowed exactly when every enforcing rule allows;
 // a denial changes no rule's key), race (concurrent requests, each one call, in seeded
