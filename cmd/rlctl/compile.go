@@ -135,6 +135,10 @@ type ruleOut struct {
 	// policies ("1m"); absent without one.
 	BlockFor string `json:"block_for,omitempty"`
 	BlockMax string `json:"block_max,omitempty"`
+	// LeaseSize and LeaseFor are the rule's quota lease (lease_size, lease_for as written,
+	// "" for the window); absent without one.
+	LeaseSize int64  `json:"lease_size,omitempty"`
+	LeaseFor  string `json:"lease_for,omitempty"`
 	// Limit is the rule's limit in words, as simulate and verify show it ("20/h, burst
 	// 5"); "" when a parameter is evaluated per request.
 	Limit  string     `json:"limit,omitempty"`
@@ -187,6 +191,12 @@ func describe(cfg *dsl.Config, plan *engine.Plan) planOut {
 		for _, r := range p.Rules {
 			ro := ruleOut{Name: r.Name, Algorithm: r.Algorithm.Name, When: src(r.When), Cost: or(src(r.Cost), "1"), Shadow: r.Shadow}
 			argv := []string{r.Algorithm.Name, "<cost>", "<flags: 1=shadow>"}
+			if r.LeaseSize > 0 {
+				ro.LeaseSize = r.LeaseSize
+				if r.LeaseFor > 0 {
+					ro.LeaseFor = algorithms.FormatDuration(r.LeaseFor)
+				}
+			}
 			if b := r.Box; b.For > 0 {
 				ro.BlockFor = algorithms.FormatDuration(b.For)
 				if b.Escalates() {
@@ -352,6 +362,13 @@ func printPlan(e *env, p planOut, from string) {
 					block += ", twice the last block up to " + r.BlockMax + " on a repeat offence"
 				}
 				attr("    ", "block", block)
+			}
+			if r.LeaseSize > 0 {
+				hold := "until its window ends"
+				if r.LeaseFor != "" {
+					hold = "for at most " + r.LeaseFor
+				}
+				attr("    ", "lease", fmt.Sprintf("slices of up to %d units per key and instance, each held %s", r.LeaseSize, hold))
 			}
 			attr("    ", "key", r.Key)
 			attr("    ", "argv", strings.Join(r.Argv, " "))
