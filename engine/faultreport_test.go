@@ -38,6 +38,8 @@ type faultRow struct {
 	stalls      bool // the fault stalls the server: LateCharged is measured
 	// DegradedBy counts the backend failures behind degraded decisions, by kind.
 	DegradedBy map[string]int
+	// Lease is what a leased row measured on its quota key; nil for the other rows.
+	Lease *leaseRow
 }
 
 // reliabilityEnv names the file that TestFaults and TestClusterNodeDown append their
@@ -48,7 +50,7 @@ const reliabilityEnv = "RLCTL_RELIABILITY"
 // there under title.
 func reportFaults(t *testing.T, title string, rows []faultRow) {
 	table := faultTable(rows)
-	t.Logf("%s\n%s", title, table)
+	t.Logf("%s\n%s\n%s", title, table, leaseTable(rows))
 	path := os.Getenv(reliabilityEnv)
 	if path == "" {
 		return
@@ -65,7 +67,11 @@ func reportFaults(t *testing.T, title string, rows []faultRow) {
 		return
 	}
 	defer f.Close()
-	if _, err := f.WriteString(head + table + "\n" + failureTable(rows) + "\n"); err != nil {
+	out := head + table + "\n" + failureTable(rows) + "\n"
+	if lt := leaseTable(rows); lt != "" {
+		out += lt + "\n"
+	}
+	if _, err := f.WriteString(out); err != nil {
 		t.Errorf("%s: %v", reliabilityEnv, err)
 	}
 }
@@ -94,6 +100,54 @@ func faultTable(rows []faultRow) string {
 // ms formats d in milliseconds with one decimal.
 func ms(d time.Duration) string {
 	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}
+
+// leaseTable renders the quota-key figures of the leased rows ("" when there are none).
+func leaseTable(rows []faultRow) string {
+	var b strings.Builder
+	for _, r := range rows {
+		lr := r.Lease
+		if lr == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			fmt.Fprintf(&b, "| leased row | on_error | decisions from a lease | takes | takes failed | takes unanswered | units admitted | units held | Redis's count | forgotten by the restart | admitted + held beyond the count | units lost (count − admitted − held) | at most (unanswered: takes × %d + calls) |\n", quotaLease)
+			b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		}
+		forgotten := "—"
+		if lr.Forgotten >= 0 {
+			forgotten = fmt.Sprint(lr.Forgotten)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %s | %d | %d | %d |\n",
+			r.Fault, r.Mode, lr.FromLease, lr.Takes, lr.TakesFailed, lr.TakesUnanswered, lr.Admitted, lr.Held, lr.Count,
+			forgotten, lr.Over, lr.Lost, lr.Bound)
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	b.WriteString("\n| leased fault | failures of takes (all modes) |\n|---|---|\n")
+	var order []string
+	byFault := map[string]map[string]int{}
+	for _, r := range rows {
+		if r.Lease == nil {
+			continue
+		}
+		if byFault[r.Fault] == nil {
+			byFault[r.Fault] = map[string]int{}
+			order = append(order, r.Fault)
+		}
+		for k, n := range r.Lease.TakeErrs {
+			byFault[r.Fault][k] += n
+		}
+	}
+	for _, f := range order {
+		list := failureList(byFault[f])
+		if list == "" {
+			list = "none"
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", f, strings.ReplaceAll(list, "|", "\\|"))
+	}
+	return b.String()
 }
 
 // failureTable lists, per fault, the backend failures behind its degraded decisions in

@@ -51,6 +51,9 @@ const (
 	faultBurst    = 100_000                // the rate rule's burst: no caller reaches it
 	faultLeases   = 3                      // the lease rule's max
 	leaseCallers  = faultLeases + 1        // lease acquisitions sent into each fault
+	// clusterWritableDelay is how long a restarted Redis Cluster primary refuses writes
+	// (CLUSTER_WRITABLE_DELAY in Redis's cluster.c).
+	clusterWritableDelay = 2 * time.Second
 )
 
 // faultPolicy is the suite's plan: a gcra rule per caller with a burst nobody reaches and a
@@ -111,13 +114,25 @@ type fault struct {
 	// fault lands on batches in flight and calls queued behind them; otherwise each call
 	// goes alone (Batched(1)).
 	batched bool
-	begin   func(t *testing.T, env *faultEnv) (end func())
+	// leased: the callers decide a rule served from quota leases (lease_size) on one key,
+	// through quotaEngines engines of their own clients, so the fault lands on the takes
+	// of slices that ran dry; the charges are checked on that key (see checkQuota).
+	leased bool
+	// writable: the callers' one key is on a restarted cluster primary, which refuses
+	// writes (CLUSTERDOWN) for its first 2 s (Redis's CLUSTER_WRITABLE_DELAY): the
+	// recovery bound allows it.
+	writable bool
+	begin    func(t *testing.T, env *faultEnv) (end func())
 }
 
 // faultEnv is what a fault acts on.
 type faultEnv struct {
 	target *redistest.Server // the server (or cluster node) that misbehaves
 	other  *redistest.Server // a second server, for faults with replica set
+	// quotaKey is the leased rows' key; forgotten is the count of it that a kill made the
+	// server forget (killCounted).
+	quotaKey  string
+	forgotten int64
 }
 
 func pause(t *testing.T, env *faultEnv) func() {
@@ -195,6 +210,10 @@ var standaloneFaults = []fault{
 	{name: "kill -9, restart on the same port, batched", hold: 300 * time.Millisecond, tuned: true, batched: true, begin: kill},
 	{name: "CLIENT KILL TYPE normal every 10ms, batched", hold: 300 * time.Millisecond, tuned: true, batched: true, begin: storm(10*time.Millisecond, "CLIENT", "KILL", "TYPE", "normal")},
 	{name: "half the callers cancel, batched", hold: 300 * time.Millisecond, cancel: true, healthy: true, tuned: true, batched: true, begin: healthy},
+	{name: "SIGSTOP 1.5s, leased", hold: 1500 * time.Millisecond, tuned: true, batched: true, stalls: true, leased: true, begin: pause},
+	{name: "kill -9, restart on the same port, leased", hold: 300 * time.Millisecond, tuned: true, batched: true, leased: true, begin: killCounted},
+	{name: "CLIENT KILL TYPE normal every 10ms, leased", hold: 300 * time.Millisecond, tuned: true, batched: true, leased: true, begin: storm(10*time.Millisecond, "CLIENT", "KILL", "TYPE", "normal")},
+	{name: "CLIENT KILL TYPE normal every 10ms, leased, default client", hold: 300 * time.Millisecond, resends: true, batched: true, leased: true, begin: storm(10*time.Millisecond, "CLIENT", "KILL", "TYPE", "normal")},
 }
 
 // TestFaults breaks a real redis-server in each way of standaloneFaults under 32
@@ -228,10 +247,12 @@ var clusterFaults = []fault{
 	{name: "cluster: one node SIGSTOP 1.5s", hold: 1500 * time.Millisecond, stalls: true, begin: pause},
 	{name: "cluster: one node kill -9, restart", hold: 300 * time.Millisecond, begin: kill},
 	{name: "cluster: one node SIGSTOP 1.5s, batched", hold: 1500 * time.Millisecond, tuned: true, batched: true, stalls: true, begin: pause},
+	{name: "cluster: one node SIGSTOP 1.5s, leased", hold: 1500 * time.Millisecond, tuned: true, batched: true, stalls: true, leased: true, begin: pause},
+	{name: "cluster: one node kill -9, restart, leased", hold: 300 * time.Millisecond, tuned: true, batched: true, leased: true, writable: true, begin: killCounted},
 }
 
 // TestClusterNodeDown stops one node of a 3-node Redis Cluster (the node that holds the
-// lease key) under load, for each on_error mode, with the checks of TestFaults.
+// lease key; in the leased rows, the quota key) under load, for each on_error mode, with the checks of TestFaults.
 func TestClusterNodeDown(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	var rows []faultRow
@@ -270,7 +291,11 @@ func TestClusterNodeDown(t *testing.T) {
 func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	newClient func(tuned bool) redis.UniversalClient, nodeFor func(key string) *redistest.Server) faultRow {
 	baseline := runtime.NumGoroutine()
-	plan := compile(t, faultPolicy(mode))
+	src := faultPolicy(mode)
+	if f.leased {
+		src += quotaPolicy(mode)
+	}
+	plan := compile(t, src)
 	degradedBy := &errCounts{}
 	hooks := Hooks{Degraded: func(_, _ string, err error) { degradedBy.add(err) }}
 	// A fault that leaves Redis healthy checks that nothing degrades: its deadline is ten
@@ -291,18 +316,24 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 		bopts = []RedisOption{Batched(0)}
 	}
 	e, le := New(NewRedis(rdb, bopts...), plan, opts...), New(NewRedis(ldb, bopts...), plan, opts...)
+	// Keys of their own: the cluster serves every run of TestClusterNodeDown.
+	run := fmt.Sprint("r", faultRuns.Add(1), "-")
+	// The leased rows' engines, each on a client of its own as an instance of a service is.
+	var quota *quotaRun
+	if f.leased {
+		quota = newQuotaRun(t, plan, f, run, newClient, bopts, timeout, hooks)
+	}
 	closed := false
 	closeClients := func() {
 		if !closed {
 			closed = true
 			rdb.Close()
 			ldb.Close()
+			quota.close()
 		}
 	}
 	defer closeClients()
 
-	// Keys of their own: the cluster serves every run of TestClusterNodeDown.
-	run := fmt.Sprint("r", faultRuns.Add(1), "-")
 	leaseReq := Attrs{"kind": "lease", "user": run + "lease"}
 	var leaseKey string
 	{ // One call per connection the lease engine will need (the fourth is denied: max 3).
@@ -325,11 +356,20 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 			}
 		}
 	}
+	env.forgotten = -1
+	if quota != nil {
+		env.quotaKey = quota.key
+	}
 	if nodeFor != nil {
-		env.target = nodeFor(leaseKey)
+		if quota != nil {
+			env.target = nodeFor(quota.key) // the takes are what the leased rows break
+		} else {
+			env.target = nodeFor(leaseKey)
+		}
 	}
 
-	l := &faultLoad{f: f, mode: mode, e: e, run: run, stop: make(chan struct{})}
+	l := &faultLoad{f: f, mode: mode, e: e, run: run, quota: quota, stop: make(chan struct{})}
+	quota.count(true)
 	l.callers = make([]tally, faultCallers)
 	for i := range faultCallers {
 		l.wg.Go(func() { l.caller(i, f.cancel && i%2 == 1) })
@@ -349,6 +389,7 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	end := f.begin(t, env)
 	began := time.Now()
 	l.faulted.Store(true) // after begin: the server is stopped (Pause waits for it)
+	quota.faulted()
 
 	// Lease acquisitions sent into the fault; their callers release them once it is over.
 	leases := make([]tally, leaseCallers)
@@ -378,12 +419,16 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 
 	// Recovery: the first call started after the fault ended that Redis decides.
 	bound := faultCooldown + timeout + faultSlack
+	if f.writable {
+		bound += clusterWritableDelay
+	}
 	for wait := time.Now().Add(bound + 2*time.Second); l.recovered.Load() == 0 && time.Now().Before(wait); {
 		time.Sleep(5 * time.Millisecond)
 	}
 	release()
 	time.Sleep(faultTail)
 	halt()
+	quota.count(false)
 
 	row := faultRow{Fault: f.name, Mode: mode, Recovery: time.Duration(l.recovered.Load()), stalls: f.stalls}
 	var all tally
@@ -396,8 +441,14 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 
 	// Phantom charges: what Redis holds on each key beyond what its caller saw Redis allow.
 	// A caller that cancels may have been charged for a call it gave up on: its keys are
-	// not counted.
+	// not counted. The leased rows' callers share one key, whose charges checkQuota counts.
+	if quota != nil {
+		quota.check(t, f, l, env, &row)
+	}
 	for i := range l.callers {
+		if quota != nil {
+			break
+		}
 		if f.cancel && i%2 == 1 {
 			continue
 		}
@@ -460,6 +511,9 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	row.CallerErrors, row.Cancelled = all.callerErrs, all.cancelled
 	row.P99, row.Max = percentile(all.lat, 0.99), slices.Max(append(all.lat, 0))
 	row.DegradedBy = degradedBy.counts()
+	if row.Lease != nil {
+		row.Lease.FromLease = all.fromLease
+	}
 	t.Logf("%s / %s: %d decisions, %d from Redis, %d degraded (%s), %d caller errors, %d cancelled; latency p99 %v max %v; recovery %v; %d goroutines left; %d phantom charges; %d leases held",
 		f.name, mode, row.Decisions, row.FromRedis, row.Degraded, failureList(row.DegradedBy), row.CallerErrors, row.Cancelled,
 		row.P99, row.Max, row.Recovery, row.Leaked, row.Phantom, row.LeasesHeld)
@@ -477,8 +531,8 @@ func runFault(t *testing.T, f fault, mode string, env *faultEnv,
 	if row.Recovery == 0 {
 		t.Errorf("decisions did not come from Redis again within %v of the fault's end", bound+2*time.Second)
 	} else if row.Recovery > bound {
-		t.Errorf("decisions came from Redis again %v after the fault ended, more than cooldown %v + one probe %v + %v of slack",
-			row.Recovery, faultCooldown, timeout, faultSlack)
+		t.Errorf("decisions came from Redis again %v after the fault ended, more than cooldown %v + one probe %v + %v of slack (+ %v for a restarted cluster primary: %v)",
+			row.Recovery, faultCooldown, timeout, faultSlack, clusterWritableDelay, f.writable)
 	}
 	if row.Leaked > 0 {
 		buf := make([]byte, 1<<16)
@@ -494,12 +548,13 @@ func (l *faultLoad) callerKey(i int) string { return fmt.Sprintf("%sc%02d", l.ru
 
 // faultLoad is the callers' side of a run.
 type faultLoad struct {
-	f    fault
-	mode string
-	e    *Engine
-	run  string // prefix of the run's keys
-	stop chan struct{}
-	wg   sync.WaitGroup
+	f     fault
+	mode  string
+	e     *Engine
+	quota *quotaRun // the leased rows' engines: the callers decide its key through them
+	run   string    // prefix of the run's keys
+	stop  chan struct{}
+	wg    sync.WaitGroup
 
 	phase     atomic.Int32 // 0 before the fault, 1 during, 2 after
 	faulted   atomic.Bool  // the fault has begun: a call sent from then on was sent into it
@@ -513,7 +568,10 @@ type faultLoad struct {
 // caller cancels it at a random point of the call (before, during or after).
 func (l *faultLoad) caller(i int, cancels bool) {
 	s := &l.callers[i]
-	req := Attrs{"kind": "rate", "user": l.callerKey(i)}
+	e, req := l.e, Attrs{"kind": "rate", "user": l.callerKey(i)}
+	if l.quota != nil {
+		e, req = l.quota.engines[i%len(l.quota.engines)], l.quota.req
+	}
 	for range faultMaxCalls {
 		select {
 		case <-l.stop:
@@ -528,7 +586,7 @@ func (l *faultLoad) caller(i int, cancels bool) {
 		}
 		phase, into := l.phase.Load(), l.faulted.Load()
 		start := time.Now()
-		d, err := l.e.Allow(ctx, req)
+		d, err := e.Allow(ctx, req)
 		took := time.Since(start)
 		ctxDone := ctx.Err() != nil
 		if timer != nil {
@@ -561,6 +619,7 @@ func pace() time.Duration {
 // tally is what one caller saw.
 type tally struct {
 	decisions, fromRedis, degraded, callerErrs, cancelled int
+	fromLease                                             int // of fromRedis, decided from a quota lease with no call
 	allowedByRedis                                        int64
 	lost                                                  int64 // degraded after the call was sent, unanswered
 	late                                                  int64 // of lost, those unanswered by the deadline (not a broken connection)
@@ -585,6 +644,7 @@ func (s *tally) merge(o *tally) {
 	s.lateInFlight += o.lateInFlight
 	s.decisions += o.decisions
 	s.fromRedis += o.fromRedis
+	s.fromLease += o.fromLease
 	s.degraded += o.degraded
 	s.callerErrs += o.callerErrs
 	s.cancelled += o.cancelled
@@ -600,7 +660,8 @@ func (s *tally) merge(o *tally) {
 // judge checks one decision against the promises: the only error a caller may see is its
 // own context's; a degraded decision follows on_error (local: the fallback ran the rule,
 // which reports its limit); while Redis is healthy a caller that keeps its context is
-// decided by Redis.
+// decided by Redis. A decision from a quota lease counts as Redis's: Redis granted, and
+// counts, the units it spent.
 func (s *tally) judge(l *faultLoad, d *Decision, err error, took time.Duration, ctxDone, cancels bool, limit int64) {
 	s.decisions++
 	s.lat = append(s.lat, took)
@@ -617,8 +678,11 @@ func (s *tally) judge(l *faultLoad, d *Decision, err error, took time.Duration, 
 		s.problem("nil decision and nil error")
 		return
 	}
-	if d.Source == FromBackend {
+	if d.Source == FromBackend || d.Source == FromLease {
 		s.fromRedis++
+		if d.Source == FromLease {
+			s.fromLease++
+		}
 		if d.Allowed {
 			s.allowedByRedis++
 		}
