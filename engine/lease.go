@@ -46,8 +46,15 @@ type slice struct {
 	limit, remaining int64
 	rule             algorithms.Rule // the rule as the last take sent it (a refund's)
 	skew             int64
-	refill           chan struct{} // closed when the take in flight ends; nil when none
-	forgotten        bool          // no longer in leases.m: a sweep removed it
+	refill           *refill // the take in flight; nil when none
+	forgotten        bool    // no longer in leases.m: a sweep removed it
+}
+
+// refill is a slice's take in flight: done is closed when it ends, and failed, set before,
+// says that it failed on the backend (errTakeFailed).
+type refill struct {
+	done   chan struct{}
+	failed bool
 }
 
 // spent is one leased rule's part of a decision: the slice it was spent from, how much,
@@ -250,18 +257,24 @@ func (e *Engine) spend(ctx context.Context, s *slice, p *pending, rr *RuleResult
 			s.mu.Unlock()
 			return spent{}, called, nil
 		}
-		if ch := s.refill; ch != nil {
+		if r := s.refill; r != nil {
 			// One take a slice at a time: wait for it, then spend from what it brought.
 			s.mu.Unlock()
 			select {
-			case <-ch:
+			case <-r.done:
+				if r.failed {
+					// Decided on the backend, as the taker's request is, rather than by a
+					// take of its own, each waiter in turn waiting for the failure of the
+					// one before.
+					return spent{}, called, errTakeFailed
+				}
 				continue
 			case <-ctx.Done():
 				return spent{}, called, ctx.Err()
 			}
 		}
-		ch := make(chan struct{})
-		s.refill = ch
+		r := &refill{done: make(chan struct{})}
+		s.refill = r
 		size := s.size
 		if size == 0 {
 			size = p.rule.LeaseSize
@@ -273,7 +286,8 @@ func (e *Engine) spend(ctx context.Context, s *slice, p *pending, rr *RuleResult
 		err := e.take(ctx, s, p, size)
 		s.mu.Lock()
 		s.refill = nil
-		close(ch)
+		r.failed = errors.Is(err, errTakeFailed)
+		close(r.done)
 		s.mu.Unlock()
 		if err != nil {
 			return spent{}, called, err

@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -566,5 +568,136 @@ func reportHolder(t *testing.T, rows []holderRow) {
 	defer f.Close()
 	if _, err := f.WriteString(head + b.String() + "\n"); err != nil {
 		t.Errorf("%s: %v", reliabilityEnv, err)
+	}
+}
+
+// leaseStallPolicy is one key served from slices of 10, on the server's clock, decided
+// by on_error = "allow" when its take fails.
+const leaseStallPolicy = `
+policy "quota" {
+  on_error = "allow"
+  rule "global" {
+    algorithm  = "fixed_window"
+    key        = "all"
+    limit      = 1000
+    window     = "100h"
+    lease_size = 10
+  }
+}`
+
+// stalledTake returns an engine on a private redis-server, that server, and the number of
+// takes the engine has sent. The engine's deadline is a minute and its breaker opens after
+// 1,000 failures, so that a take sent into a stalled server waits for the test, and only
+// the takes' own count limits how many it sends.
+func stalledTake(t *testing.T) (*Engine, *redistest.Server, *atomic.Int64) {
+	srv := redistest.Start(t)
+	var takes atomic.Int64
+	// Dial once per attempt: a call to a killed server fails at once.
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { c.Close() })
+	e := New(NewRedis(c, Batched(1)), compile(t, leaseStallPolicy), WithTimeout(time.Minute), WithBreaker(1000, time.Second),
+		WithLogger(slog.New(slog.DiscardHandler)),
+		WithHooks(Hooks{Called: func(cs CallStats) {
+			if cs.Op == "most" {
+				takes.Add(1)
+			}
+		}}))
+	// The engine's first answer places the deadlines of its calls on the server's clock.
+	if d, err := e.Peek(context.Background(), Attrs{}); err != nil || d.Source != FromBackend {
+		t.Fatalf("peek on a healthy server: %+v, %v", d, err)
+	}
+	return e, srv, &takes
+}
+
+// untilTest waits, at most ten seconds, for cond, yielding the processor in between.
+func untilTest(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10s: %s", what)
+		}
+	}
+}
+
+// takeInFlight reports whether a slice of e has a take in flight.
+func takeInFlight(e *Engine) bool {
+	e.leases.mu.Lock()
+	defer e.leases.mu.Unlock()
+	for _, s := range e.leases.m {
+		s.mu.Lock()
+		in := s.refill != nil
+		s.mu.Unlock()
+		if in {
+			return true
+		}
+	}
+	return false
+}
+
+// waitingForTake counts the goroutines blocked in spend's wait for a take in flight.
+func waitingForTake() int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		// A blocked goroutine's trace starts at the function that blocked.
+		head, rest, _ := strings.Cut(g, "\n")
+		if strings.Contains(head, " [select") && strings.HasPrefix(rest, "github.com/rlctl/rlctl/engine.(*Engine).spend(") {
+			n++
+		}
+	}
+	return n
+}
+
+// collect receives n decisions from ch, for at most ten seconds.
+func collect(t *testing.T, ch <-chan decided, n int) []decided {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []decided
+	for range n {
+		select {
+		case r := <-ch:
+			out = append(out, r)
+		case <-ctx.Done():
+			t.Fatalf("%d of %d decisions returned within 10s", len(out), n)
+		}
+	}
+	return out
+}
+
+type decided struct {
+	d   *Decision
+	err error
+}
+
+// TestLeaseFailedTakeEndsItsWaiters: callers of a key whose slice ran dry wait for the one
+// take in flight; when it fails on the backend (here its server dies under it), each of
+// them is decided as the taker is (on the backend, where on_error decides), rather than
+// take in turn, each waiting for the failure of the take before it: with a stalled Redis
+// and a deadline of d, the k-th caller in line would return after k·d.
+func TestLeaseFailedTakeEndsItsWaiters(t *testing.T) {
+	const waiters = 7
+	e, srv, takes := stalledTake(t)
+	srv.Pause(t)
+	out := make(chan decided, waiters+1)
+	allow := func() {
+		d, err := e.Allow(context.Background(), Attrs{})
+		out <- decided{d, err}
+	}
+	go allow()
+	untilTest(t, "the first caller's take is in flight", func() bool { return takeInFlight(e) })
+	for range waiters {
+		go allow()
+	}
+	untilTest(t, fmt.Sprint(waiters, " callers wait for the take"), func() bool { return waitingForTake() == waiters })
+	srv.Kill(t) // the take in flight fails: its connection breaks
+	for _, r := range collect(t, out, waiters+1) {
+		if r.err != nil || r.d.Source != FromFailOpen || !r.d.Allowed {
+			t.Errorf("a caller of a failed take: %+v, %v; want allowed by on_error", r.d, r.err)
+		}
+	}
+	if n := takes.Load(); n != 1 {
+		t.Errorf("%d takes for one slice that ran dry: its %d waiters took in turn after the take they waited for failed", n, waiters)
 	}
 }
