@@ -701,3 +701,34 @@ func TestLeaseFailedTakeEndsItsWaiters(t *testing.T) {
 		t.Errorf("%d takes for one slice that ran dry: its %d waiters took in turn after the take they waited for failed", n, waiters)
 	}
 }
+
+// TestLeaseTakeInFlightAtReturnLeases: ReturnLeases runs while a take is in flight (Redis
+// stalled, then resumed): what the take brings must go back too, since the engine no
+// longer holds the slice it fills and nobody would spend or return those units.
+func TestLeaseTakeInFlightAtReturnLeases(t *testing.T) {
+	e, srv, _ := stalledTake(t)
+	srv.Pause(t)
+	out := make(chan decided, 1)
+	go func() {
+		d, err := e.Allow(context.Background(), Attrs{})
+		out <- decided{d, err}
+	}()
+	untilTest(t, "the caller's take is in flight", func() bool { return takeInFlight(e) })
+	if err := e.ReturnLeases(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv.Resume()
+	r := collect(t, out, 1)[0]
+	if r.err != nil || !r.d.Allowed {
+		t.Fatalf("the caller: %+v, %v", r.d, r.err)
+	}
+	p, err := e.Peek(context.Background(), Attrs{})
+	if err != nil || p.Source != FromBackend {
+		t.Fatalf("peek: %+v, %v", p, err)
+	}
+	key := p.Rules[0].Key
+	if count, held := p.Rules[0].Limit-p.Rules[0].Remaining, e.Leased(key); count != 1+held {
+		t.Errorf("Redis counts %d on %s after ReturnLeases; the engine admitted 1 and holds %d: %d units taken by the take in flight are held by nobody until the window ends",
+			count, key, held, count-1-held)
+	}
+}
