@@ -111,7 +111,7 @@ func leaseTable(rows []faultRow) string {
 			continue
 		}
 		if b.Len() == 0 {
-			fmt.Fprintf(&b, "| leased row | on_error | decisions from a lease | takes | takes failed | takes unanswered | units admitted | units held | Redis's count | forgotten by the restart | admitted + held beyond the count | units lost (count − admitted − held) | at most (unanswered: takes × %d + calls) |\n", quotaLease)
+			fmt.Fprintf(&b, "| leased row | on_error | decisions from a lease | takes | takes failed | takes unanswered | units admitted | units held | Redis's count | forgotten by the restart | admitted + held beyond the count | units lost (count − admitted − held) | what unanswered calls may have taken (takes and failed refunds × %d, calls × 1) |\n", quotaLease)
 			b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		}
 		forgotten := "—"

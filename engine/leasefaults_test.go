@@ -33,7 +33,7 @@ import (
 //     lease_size for each unanswered take or failed refund, the cost for each unanswered
 //     call of a request decided on Redis after its take failed. It is reported, with that
 //     bound; a late take charges nothing (the deadline travels with it, as with any call);
-//   - every engine sent a take into a stall or a kill (the fault met the takes), and
+//   - a take of every engine failed during a stall or a kill (the fault met the takes), and
 //     ReturnLeases gives back to Redis what the engines hold.
 
 const (
@@ -80,7 +80,7 @@ type quotaCalls struct {
 	faultedAt atomic.Int64 // unix nanoseconds: when the fault began; 0 before
 	mu        sync.Mutex
 	byOp      map[string]*opCounts
-	takesInto [quotaEngines]int64 // by engine: takes sent once the fault began that failed
+	takesInto [quotaEngines]int64 // by engine: takes that failed once the fault had begun
 	takeErrs  errCounts           // the failures of takes, by kind (a take's failure is not a degraded decision's)
 }
 
@@ -111,7 +111,7 @@ func (c *quotaCalls) called(engine int) func(CallStats) {
 		o.failed++
 		if cs.Op == "most" {
 			c.takeErrs.add(cs.Err)
-			if fa != 0 && start >= fa {
+			if fa != 0 {
 				c.takesInto[engine]++
 			}
 		}
@@ -252,7 +252,7 @@ func (q *quotaRun) check(t *testing.T, f fault, l *faultLoad, env *faultEnv, row
 	if f.stalls || lr.Forgotten >= 0 {
 		for i, n := range q.calls.takesInto {
 			if n == 0 {
-				t.Errorf("engine %d sent no take into the fault that failed: the row did not test a take during the fault", i)
+				t.Errorf("no take of engine %d failed during the fault: the row did not test a take during the fault", i)
 			}
 		}
 	}
