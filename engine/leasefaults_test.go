@@ -558,8 +558,8 @@ func reportHolder(t *testing.T, rows []holderRow) {
 	if path == "" {
 		return
 	}
-	head := fmt.Sprintf("### %s\n\n%d instances on a real redis-server, %d callers each after the holder died; limit %d a %v window, lease_size %d; the holder spent %d of its slice.\n\n",
-		title, holderEngines, holderCallers, holderLimit, holderWindow, holderLease, holderSpent)
+	head := fmt.Sprintf("### %s\n\n%d instances on a real redis-server, limit %d a %v window, lease_size %d; the holder spent %d of its slice and died, the %d others decided on, %d callers each.\n\n",
+		title, holderEngines, holderLimit, holderWindow, holderLease, holderSpent, holderEngines-1, holderCallers)
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Errorf("%s: %v", reliabilityEnv, err)
