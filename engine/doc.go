@@ -30,7 +30,8 @@
 // exact too, and a peek's remaining does not count what instances hold unspent.
 //
 // A take that fails (the backend down, the breaker open) decides the request on the
-// backend path, where the policy's on_error decides it. A slice taken by an instance that
+// backend path, where the policy's on_error decides it, and so the requests that waited
+// for that take. A slice taken by an instance that
 // dies, or by a call whose reply was lost, is spent as far as the backend knows until its
 // window ends: capacity lost, never admitted twice. Engine.ReturnLeases gives back what an
 // engine holds before it is dropped (rlctl serve calls it on a reload and a stop);
