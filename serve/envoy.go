@@ -68,7 +68,8 @@ import (
 // denied) are charged as an overdraft, or carried to the bucket's next report while its
 // key is in debt. A bucket a policy cannot evaluate, or one a concurrency rule applies to,
 // ends the stream with InvalidArgument; a backend failure that on_error does not cover,
-// with Unavailable. When a stream ends, its open assignments keep their grants as their
+// with Unavailable (an overdraft the backend fails to take is logged, and not owed).
+// When a stream ends, its open assignments keep their grants as their
 // cost: the Envoy may have admitted that much since its last report, which it will not
 // report. The stream's bounds are RLQSMaxBuckets, RLQSMaxReports, RLQSMaxBucketBytes and
 // RLQSMinReportInterval.

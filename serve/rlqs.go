@@ -262,7 +262,7 @@ func (q *quotaStream) report(ctx context.Context, m *rlqsv3.RateLimitQuotaUsageR
 func (q *quotaStream) assign(ctx context.Context, b *quotaBucket, u *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage) (*rlqsv3.RateLimitQuotaResponse_BucketAction, error) {
 	b.allowed = satAdd(b.allowed, u.GetNumRequestsAllowed())
 	b.denied = satAdd(b.denied, u.GetNumRequestsDenied())
-	if d := u.GetTimeElapsed().AsDuration(); d > 0 && u.GetTimeElapsed() != nil {
+	if d := u.GetTimeElapsed().AsDuration(); d > 0 {
 		b.elapsed += d
 	}
 	now := q.s.leases.now()
@@ -271,12 +271,10 @@ func (q *quotaStream) assign(ctx context.Context, b *quotaBucket, u *rlqsv3.Rate
 	}
 	allowed, denied, elapsed := b.allowed, b.denied, b.elapsed
 	b.allowed, b.denied, b.elapsed = 0, 0, 0
-	used := int64(min(allowed, algorithms.MaxInt)) + b.carry
+	used := min(int64(min(allowed, algorithms.MaxInt))+b.carry, algorithms.MaxInt)
 	b.carry = 0
 	if b.res != nil {
-		if err := q.settle(ctx, b, used); err != nil {
-			return nil, err
-		}
+		q.settle(ctx, b, used)
 		used = 0
 	}
 	if used > 0 {
@@ -338,8 +336,9 @@ func (q *quotaStream) assign(ctx context.Context, b *quotaBucket, u *rlqsv3.Rate
 }
 
 // settle settles b's open reservation with the units reported admitted under it. An
-// overdraft a rule cannot carry as a debt (ErrRequest) is settled at the grant instead.
-func (q *quotaStream) settle(ctx context.Context, b *quotaBucket, used int64) error {
+// overdraft a rule cannot carry as a debt (ErrRequest) is settled at the grant instead;
+// one the backend failed to take is logged (by the engine), and not owed.
+func (q *quotaStream) settle(ctx context.Context, b *quotaBucket, used int64) {
 	res := b.res
 	b.res = nil
 	err := res.Settle(ctx, used)
@@ -349,9 +348,8 @@ func (q *quotaStream) settle(ctx context.Context, b *quotaBucket, used int64) er
 		err = res.Settle(ctx, b.granted)
 	}
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "rlctl: bucket %s: settling its assignment: %v", b.req.Attr("entries"), err)
+		q.s.log.Warn("rlctl serve: an RLQS bucket's usage was not settled", "domain", q.domain, "bucket", b.req.Attr("entries"), "error", err.Error())
 	}
-	return nil
 }
 
 // charge charges b used units that no reservation held, without a check (a debt past
@@ -366,7 +364,8 @@ func (q *quotaStream) charge(ctx context.Context, b *quotaBucket, used int64) er
 		return nil
 	}
 	b.res, b.granted = res, 0
-	return q.settle(ctx, b, used)
+	q.settle(ctx, b, used)
+	return nil
 }
 
 // fits is the largest estimate below est that every enforcing rule of denied decision

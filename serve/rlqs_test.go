@@ -226,6 +226,19 @@ func TestRLQS(t *testing.T) {
 					}
 				}
 			}
+			// What an Envoy admitted before its first assignment is charged with it.
+			solo := open()
+			if err := solo.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "quota", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{usage(bucket("name", "solo"), 0, 7, 0)}}); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := solo.Recv()
+			if err != nil || resp.BucketAction[0].GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket().GetMaxTokens() != 7 {
+				t.Fatalf("a first report of 7 admitted: %v %v, want 7 tokens", resp, err)
+			}
+			if p, err := f.srv.Engine().Peek(ctx, engine.Attrs{"domain": "quota", "name": "solo"}); err != nil || p.Rules[0].Remaining != limit-14 {
+				t.Fatalf("after 7 admitted and 7 assigned: %v %v, want %d remaining", p, err, limit-14)
+			}
+
 			// A report sooner than RLQSMinReportInterval after the bucket's assignment gets
 			// no answer of its own; the counters count it as a report.
 			reports, assigned := f.srv.rlqs.reports.Load(), f.srv.rlqs.assign[assignAllow].Load()
