@@ -37,6 +37,10 @@ func (requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		r.raw = data.Materialize()
 		return nil
 	}
+	if r, ok := v.(*rawReports); ok {
+		r.raw = data.Materialize()
+		return nil
+	}
 	return encoding.GetCodecV2("proto").Unmarshal(data, v)
 }
 

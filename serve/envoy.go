@@ -50,8 +50,32 @@ import (
 // InvalidArgument, with a message naming the limit; on a server made with
 // GRPCServerOptions, as g must be, a request past MaxGRPCMessageBytes is
 // ResourceExhausted and one whose domain, keys or values are not UTF-8 InvalidArgument.
+//
+// It registers Envoy's rate limit quota service (envoy.service.rate_limit_quota.v3,
+// StreamRateLimitQuotas) too. A stream's first message names the domain; each bucket
+// report's bucket_id is a request as a descriptor is, its entries sorted by key (so
+// entry.1 is the first key in byte order). Each bucket's quota is a reservation of the
+// engine (engine.Engine.Reserve): a report first settles the bucket's last assignment with
+// the units the report says were allowed (above the grant, the overdraft is the key's
+// debt; below it, the rest is given back as Settle does), then reserves the next: the
+// report's demand, allowed plus denied over time_elapsed, times the assignment's time to
+// live (twice time_elapsed, within RLQSMinTTL and RLQSMaxTTL; RLQSDefaultTTL without it),
+// at least 1 and at most RLQSMaxAssignment. When that does not fit, the most that every
+// enforcing rule allows now is reserved instead. A grant is a token bucket of that many
+// tokens, refilled with as many each time to live; a denial is DENY_ALL until the
+// decision's retry-after (or the time to live, if sooner); a bucket no rule applies to is
+// ALLOW_ALL. Units reported admitted with no assignment open (before the first, or while
+// denied) are charged as an overdraft, or carried to the bucket's next report while its
+// key is in debt. A bucket a policy cannot evaluate, or one a concurrency rule applies to,
+// ends the stream with InvalidArgument; a backend failure that on_error does not cover,
+// with Unavailable (an overdraft the backend fails to take is logged, and not owed).
+// When a stream ends, its open assignments keep their grants as their
+// cost: the Envoy may have admitted that much since its last report, which it will not
+// report. The stream's bounds are RLQSMaxBuckets, RLQSMaxReports, RLQSMaxBucketBytes and
+// RLQSMinReportInterval.
 func (s *Server) RegisterGRPC(g *grpc.Server) {
 	g.RegisterService(&rlsDesc, rls{s: s})
+	g.RegisterService(&rlqsDesc, s)
 }
 
 type rls struct {

@@ -45,7 +45,10 @@ type fixture struct {
 	dir   string
 	clock *luahost.ManualClock
 	rls   rlsv3.RateLimitServiceClient
-	url   string // the HTTP API's base URL
+	conn  *grpc.ClientConn // the gRPC server's
+	url   string           // the HTTP API's base URL
+	// hget reads a hash field of the backend's keys, as redis-server's HGET.
+	hget func(key, field string) (string, error)
 }
 
 func start(t *testing.T, backend string, files map[string]string) *fixture {
@@ -68,8 +71,15 @@ func startWith(t *testing.T, backend string, files map[string]string, with func(
 			t.Fatal(err)
 		}
 		b = engine.NewRedis(rdb)
+		f.hget = func(key, field string) (string, error) { return rdb.HGet(context.Background(), key, field).Result() }
 	default:
-		b = engine.NewLocal(luahost.New(luahost.WithClock(f.clock)))
+		h := luahost.New(luahost.WithClock(f.clock))
+		b = engine.NewLocal(h)
+		f.hget = func(key, field string) (string, error) {
+			v, err := h.Do(context.Background(), "HGET", key, field)
+			s, _ := v.(string)
+			return s, err
+		}
 	}
 	c := Config{Paths: []string{f.dir}, Backend: b, Engine: []engine.Option{engine.WithClock(f.clock.Now), engine.WithTimeout(time.Minute)}, Clock: f.clock.Now}
 	if with != nil {
@@ -94,6 +104,7 @@ func startWith(t *testing.T, backend string, files map[string]string, with func(
 	}
 	t.Cleanup(func() { conn.Close() })
 	f.rls = rlsv3.NewRateLimitServiceClient(conn)
+	f.conn = conn
 	h := httptest.NewServer(srv.Handler())
 	t.Cleanup(h.Close)
 	f.url = h.URL

@@ -48,6 +48,8 @@ type Server struct {
 	xds *xdsClient
 	// stats counts the Envoy decisions' statistics once NewEnvoyStats has made it.
 	stats atomic.Pointer[EnvoyStats]
+	// rlqs counts the rate limit quota service's reports and assignments.
+	rlqs rlqsStats
 }
 
 // state is one loaded policy set and the engine deciding it.

@@ -370,6 +370,7 @@ func runServe(e *env, args []string) error {
 		return errFailed
 	}
 	reg.MustRegister(stats)
+	reg.MustRegister(srv.RLQSStats())
 
 	if *grpcAddr == "" && *httpAddr == "" {
 		fmt.Fprintln(e.stderr, "rlctl: error: -grpc and -http are both empty: nothing to serve")

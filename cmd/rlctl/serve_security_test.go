@@ -15,6 +15,7 @@ import (
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -344,12 +345,26 @@ func TestServeTokens(t *testing.T) {
 	s := startServe(t, "-auth-tokens", path, "-watch=true")
 	conn := dialGRPC(t, s.grpc, nil)
 	rls := rlsv3.NewRateLimitServiceClient(conn)
+	rlqs := rlqsv3.NewRateLimitQuotaServiceClient(conn)
 	grpcCode := func(token string) codes.Code {
 		ctx := context.Background()
 		if token != "" {
 			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
 		}
 		_, err := rls.ShouldRateLimit(ctx, edgeRequest("198.51.100.4"))
+		// The rate limit quota service's stream is held to the same tokens.
+		stream, serr := rlqs.StreamRateLimitQuotas(ctx)
+		if serr == nil {
+			serr = stream.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{
+				{BucketId: &rlqsv3.BucketId{Bucket: map[string]string{"remote_address": "198.51.100.4"}}},
+			}})
+		}
+		if stream != nil && (serr == nil || serr == io.EOF) { // io.EOF: the status is Recv's
+			_, serr = stream.Recv()
+		}
+		if status.Code(serr) != status.Code(err) {
+			t.Errorf("token %q: ShouldRateLimit %v, StreamRateLimitQuotas %v", token, err, serr)
+		}
 		return status.Code(err)
 	}
 	httpCode := func(token string) int {
