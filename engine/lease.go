@@ -88,6 +88,9 @@ func (e *Engine) leasedDecision(ctx context.Context, rules []pending) (_ *Decisi
 		}
 		leased = append(leased, i)
 	}
+	if len(leased) == 0 {
+		return nil, false, nil // no leased rule applies: the usual path (no_rules included)
+	}
 	e.sweepLeases(ctx)
 	d := newDecision(len(rules))
 	var taken []spent

@@ -310,3 +310,44 @@ func TestLeaseRefundOutsideTheSlicesLock(t *testing.T) {
 		t.Fatal("the hold ended with no refund")
 	}
 }
+
+// TestLeasePlanWithoutLeasedRules: on a plan with a leased rule, a request no rule
+// applies to is no_rules, and one only unleased rules apply to is decided on the backend.
+func TestLeasePlanWithoutLeasedRules(t *testing.T) {
+	clock := newFrozen()
+	b := NewLocal(luahost.New(luahost.WithClock(clockFunc(clock.now))))
+	e := New(b, compile(t, `
+policy "leased" {
+  match = request.user != ""
+  rule "global" {
+    algorithm  = "fixed_window"
+    key        = "all"
+    limit      = 100
+    window     = "1m"
+    lease_size = 10
+  }
+}
+policy "plans" {
+  match = request.plan != ""
+  rule "per_plan" {
+    algorithm = "fixed_window"
+    key       = request.plan
+    limit     = 5
+    window    = "1m"
+  }
+}
+`), WithClock(clock.now))
+	ctx := context.Background()
+	if d, err := e.Allow(ctx, Attrs{}); err != nil || d.Source != FromNoRules {
+		t.Fatalf("no rule: %+v %v, want no_rules", d, err)
+	}
+	if d, err := e.Allow(ctx, Attrs{"plan": "pro"}); err != nil || d.Source != FromBackend || !d.Allowed {
+		t.Fatalf("an unleased rule: %+v %v, want allowed on the backend", d, err)
+	}
+	if d, err := e.Allow(ctx, Attrs{"user": "ann"}); err != nil || d.Source != FromBackend || !d.Allowed {
+		t.Fatalf("the leased rule's first take: %+v %v", d, err)
+	}
+	if d, err := e.Allow(ctx, Attrs{"user": "ann"}); err != nil || d.Source != FromLease || !d.Allowed {
+		t.Fatalf("the leased rule from its slice: %+v %v", d, err)
+	}
+}
