@@ -947,22 +947,7 @@ func (e *Engine) evaluate(ctx context.Context, all, uniq []pending, fan []int, c
 		// Cluster compensation: groups already charged give their charge back.
 		e.refund(ctx, done)
 		d.held = nil
-		// Slot groups after the denying one never ran: leave their rules out.
-		d.Rules = slices.DeleteFunc(d.Rules, func(r RuleResult) bool { return !r.evaluated })
-		for i := range d.Rules {
-			rr := &d.Rules[i]
-			if !rr.Allowed && !rr.Shadow {
-				if d.Decider < 0 {
-					d.Decider = i
-				}
-				switch {
-				case rr.RetryAfter == Never || d.RetryAfter == Never:
-					d.RetryAfter = Never
-				default:
-					d.RetryAfter = max(d.RetryAfter, rr.RetryAfter)
-				}
-			}
-		}
+		d.deny()
 		if e.cache != nil && charging && d.Source == FromBackend {
 			for i := range d.Rules {
 				rr := d.Rules[i]
@@ -973,6 +958,28 @@ func (e *Engine) evaluate(ctx context.Context, all, uniq []pending, fan []int, c
 		}
 	}
 	return d, nil
+}
+
+// deny makes d a denial: the rules of calls that never ran (slot groups after the denying
+// one, a leased rule's request denied before its other rules) left out, Decider the first
+// enforcing rule that denied, RetryAfter the longest of theirs.
+func (d *Decision) deny() {
+	d.Allowed = false
+	d.Rules = slices.DeleteFunc(d.Rules, func(r RuleResult) bool { return !r.evaluated })
+	for i := range d.Rules {
+		rr := &d.Rules[i]
+		if rr.Allowed || rr.Shadow {
+			continue
+		}
+		if d.Decider < 0 {
+			d.Decider = i
+		}
+		if rr.RetryAfter == Never || d.RetryAfter == Never {
+			d.RetryAfter = Never
+		} else {
+			d.RetryAfter = max(d.RetryAfter, rr.RetryAfter)
+		}
+	}
 }
 
 func (e *Engine) breakerChanged(node string, from, to BreakerState) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlctl/rlctl/algorithms"
@@ -19,10 +20,12 @@ const returnsPerDecision = 4
 
 // leases are an engine's quota slices, by rule key.
 type leases struct {
-	mu     sync.Mutex
-	m      map[string]*slice
-	swept  time.Time // the last sweep that found nothing more to return
-	closed bool      // ReturnLeases ran: no slice is taken again
+	mu sync.Mutex
+	m  map[string]*slice
+	// swept is the last sweep that found nothing more to return (µs on the engine's
+	// clock), read without mu: most decisions only look at it.
+	swept  atomic.Int64
+	closed bool // ReturnLeases ran: no slice is taken again
 }
 
 // slice is one key's lease on this instance.
@@ -144,22 +147,7 @@ func (e *Engine) leasedDecision(ctx context.Context, rules []pending) (_ *Decisi
 	}
 	if denied {
 		e.giveBack(ctx, taken)
-		d.Allowed = false
-		d.Rules = slices.DeleteFunc(d.Rules, func(r RuleResult) bool { return !r.evaluated })
-		for i := range d.Rules {
-			rr := &d.Rules[i]
-			if rr.Allowed || rr.Shadow {
-				continue
-			}
-			if d.Decider < 0 {
-				d.Decider = i
-			}
-			if rr.RetryAfter == Never || d.RetryAfter == Never {
-				d.RetryAfter = Never
-			} else {
-				d.RetryAfter = max(d.RetryAfter, rr.RetryAfter)
-			}
-		}
+		d.deny()
 	}
 	e.decided(d)
 	return d, true, nil
@@ -318,7 +306,8 @@ func (e *Engine) take(ctx context.Context, s *slice, p *pending, size int64) err
 	res := rep.Rules[0]
 	// The window's end on the engine's clock, from the instant the call was sent: never
 	// later than the server's.
-	end := sent.Add(usToDuration(max(windowEnd(p, rep.Now)-rep.Now, 0)))
+	wend := windowEnd(p, rep.Now)
+	end := sent.Add(usToDuration(max(wend-rep.Now, 0)))
 	s.mu.Lock()
 	if s.forgotten {
 		// ReturnLeases ran, or a sweep, while the take was in flight: its units go back.
@@ -329,9 +318,9 @@ func (e *Engine) take(ctx context.Context, s *slice, p *pending, size int64) err
 		return nil
 	}
 	defer s.mu.Unlock()
-	if w := windowEnd(p, rep.Now); w != s.wend {
+	if wend != s.wend {
 		// A new window: what was left of the last one stopped counting with it.
-		s.units, s.gen, s.wend = 0, s.gen+1, w
+		s.units, s.gen, s.wend = 0, s.gen+1, wend
 	}
 	s.units += rep.Granted
 	s.now, s.rule, s.skew, s.lease = rep.Now, r, call.Skew, p.rule.LeaseSize
@@ -431,11 +420,10 @@ func (e *Engine) giveBack(ctx context.Context, taken []spent) {
 func (e *Engine) sweepLeases(ctx context.Context) {
 	l := &e.leases
 	now := e.clock()
-	l.mu.Lock()
-	if now.Sub(l.swept) < time.Second {
-		l.mu.Unlock()
+	if now.UnixMicro()-l.swept.Load() < time.Second.Microseconds() {
 		return
 	}
+	l.mu.Lock()
 	var ended []*slice
 	for key, s := range l.m {
 		if !s.mu.TryLock() {
@@ -451,7 +439,7 @@ func (e *Engine) sweepLeases(ctx context.Context) {
 		s.mu.Unlock()
 	}
 	if len(ended) < returnsPerDecision {
-		l.swept = now
+		l.swept.Store(now.UnixMicro())
 	}
 	l.mu.Unlock()
 	for _, s := range ended {

@@ -302,7 +302,7 @@ func TestLeaseRefundOutsideTheSlicesLock(t *testing.T) {
 	}
 	clock.advance(4 * time.Second)
 	// The decision's own slice ends it, not a sweep of every slice.
-	e.leases.swept = clock.now()
+	e.leases.swept.Store(clock.now().UnixMicro())
 	if d, err = e.Allow(ctx, Attrs{"user": "ann"}); err != nil || !d.Allowed {
 		t.Fatalf("%+v %v", d, err)
 	}
