@@ -125,45 +125,43 @@ func leaseTable(rows []faultRow) string {
 	if b.Len() == 0 {
 		return ""
 	}
-	b.WriteString("\n| leased fault | failures of takes (all modes) |\n|---|---|\n")
-	var order []string
-	byFault := map[string]map[string]int{}
-	for _, r := range rows {
+	b.WriteString("\n")
+	b.WriteString(countsTable("| leased fault | failures of takes (all modes) |", rows, func(r faultRow) (map[string]int, bool) {
 		if r.Lease == nil {
-			continue
+			return nil, false
 		}
-		if byFault[r.Fault] == nil {
-			byFault[r.Fault] = map[string]int{}
-			order = append(order, r.Fault)
-		}
-		for k, n := range r.Lease.TakeErrs {
-			byFault[r.Fault][k] += n
-		}
-	}
-	for _, f := range order {
-		list := failureList(byFault[f])
-		if list == "" {
-			list = "none"
-		}
-		fmt.Fprintf(&b, "| %s | %s |\n", f, strings.ReplaceAll(list, "|", "\\|"))
-	}
+		return r.Lease.TakeErrs, true
+	}))
 	return b.String()
 }
 
 // failureTable lists, per fault, the backend failures behind its degraded decisions in
 // every mode.
 func failureTable(rows []faultRow) string {
+	return countsTable("| fault | backend failures behind degraded decisions (all modes) |", rows, func(r faultRow) (map[string]int, bool) {
+		return r.DegradedBy, true
+	})
+}
+
+// countsTable is a table of head's two columns: per fault, in the rows' order, the
+// failures by kind that counts gives of each of its rows, summed over its modes; rows
+// counts skips (ok false) are left out.
+func countsTable(head string, rows []faultRow, counts func(faultRow) (map[string]int, bool)) string {
 	var b strings.Builder
-	b.WriteString("| fault | backend failures behind degraded decisions (all modes) |\n|---|---|\n")
+	b.WriteString(head + "\n|---|---|\n")
 	var order []string
 	byFault := map[string]map[string]int{}
 	for _, r := range rows {
+		n, ok := counts(r)
+		if !ok {
+			continue
+		}
 		if byFault[r.Fault] == nil {
 			byFault[r.Fault] = map[string]int{}
 			order = append(order, r.Fault)
 		}
-		for k, n := range r.DegradedBy {
-			byFault[r.Fault][k] += n
+		for k, c := range n {
+			byFault[r.Fault][k] += c
 		}
 	}
 	for _, f := range order {
