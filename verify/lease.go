@@ -144,9 +144,7 @@ func (r *leaseRun) gen(rng *rand.Rand, n int, _ int64) []leaseStep {
 // holding more than the lease.
 func (r *leaseRun) run(g *rig, steps []leaseStep) ([]leaseOut, int, string, error) {
 	clock := luahost.NewManualClock(Epoch)
-	host := luahost.New(luahost.WithClock(clock), luahost.WithCommands(r.plan.Script().Commands()...),
-		luahost.WithTimeout(0), luahost.WithInstructionLimit(scriptSteps))
-	backend := engine.NewLocal(host)
+	backend := engine.NewLocal(newHost(clock, r.plan.Script().Commands()))
 	calls := 0
 	opts := []engine.Option{engine.WithClock(clock.Now), engine.WithTimeout(0), engine.WithHooks(engine.Hooks{Called: func(engine.CallStats) { calls++ }})}
 	var insts [maxInstances]*engine.Engine
@@ -210,18 +208,13 @@ func (r *leaseRun) run(g *rig, steps []leaseStep) ([]leaseOut, int, string, erro
 		switch {
 		case admitted[win] > r.limit:
 			return outs, k, fmt.Sprintf("the instances admitted %d in the window, above the limit of %d", admitted[win], r.limit), nil
-		case count != admitted[win]+total:
-			return outs, k, fmt.Sprintf("Redis counts %d in the window, but the instances admitted %d and hold %d: %d units %s", count, admitted[win], total, abs(count-admitted[win]-total), map[bool]string{true: "were lost", false: "were spent that Redis never counted"}[count > admitted[win]+total]), nil
+		case count > admitted[win]+total:
+			return outs, k, fmt.Sprintf("Redis counts %d in the window, but the instances admitted %d and hold %d: %d units were lost", count, admitted[win], total, count-admitted[win]-total), nil
+		case count < admitted[win]+total:
+			return outs, k, fmt.Sprintf("Redis counts %d in the window, but the instances admitted %d and hold %d: %d units were spent that Redis never counted", count, admitted[win], total, admitted[win]+total-count), nil
 		}
 	}
 	return outs, -1, "", nil
-}
-
-func abs(n int64) int64 {
-	if n < 0 {
-		return -n
-	}
-	return n
 }
 
 // leaseProp checks the lease property (PropLease) of leased rule ru with wire parameters
