@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/rlctl/rlctl/bench/internal/redisproc"
+	"github.com/rlctl/rlctl/bench/internal/stat"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/engine"
 )
@@ -120,7 +120,7 @@ func measure(ctx context.Context, cs []contender, rounds int, l load) error {
 	if err != nil {
 		return err
 	}
-	rep := report{env: describeEnv(version), load: l, rounds: rounds, cs: cs, res: results{}, idleUS: idle, loadStart: loadavg()}
+	rep := report{env: describeEnv(version), load: l, rounds: rounds, cs: cs, res: results{}, idleUS: idle, loadStart: stat.Loadavg()}
 	for round := 1; round <= rounds; round++ {
 		order := slices.Clone(cs)
 		if round%2 == 0 {
@@ -136,7 +136,7 @@ func measure(ctx context.Context, cs []contender, rounds int, l load) error {
 				round, rounds, c.name, cl.rate(), cl.serverUS, cl.per(cl.scriptCalls), cl.scriptUSec/cl.scriptCalls, 100*cl.per(float64(cl.fromLease)), cl.counted, cl.admitted)
 		}
 	}
-	rep.loadEnd = loadavg()
+	rep.loadEnd = stat.Loadavg()
 	rep.write(os.Stdout)
 	return nil
 }
@@ -411,32 +411,6 @@ func scriptCalls(ctx context.Context, meter *redis.Client) (calls, usec float64,
 	if err != nil {
 		return 0, 0, err
 	}
-	calls, usec = commandStats(info, "fcall", "evalsha", "eval")
+	calls, usec = redisproc.CommandStats(info, "fcall", "evalsha", "eval")
 	return calls, usec, nil
-}
-
-// commandStats sums the calls and usec of the named commands in an INFO commandstats
-// reply.
-func commandStats(info string, names ...string) (calls, usec float64) {
-	for line := range strings.SplitSeq(info, "\r\n") {
-		rest, ok := strings.CutPrefix(line, "cmdstat_")
-		if !ok {
-			continue
-		}
-		name, rest, ok := strings.Cut(rest, ":")
-		if !ok || !slices.Contains(names, name) {
-			continue
-		}
-		for f := range strings.SplitSeq(rest, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			x, _ := strconv.ParseFloat(v, 64)
-			switch k {
-			case "calls":
-				calls += x
-			case "usec":
-				usec += x
-			}
-		}
-	}
-	return calls, usec
 }

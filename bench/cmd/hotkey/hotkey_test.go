@@ -70,17 +70,6 @@ func TestPolicies(t *testing.T) {
 	}
 }
 
-func TestCommandStats(t *testing.T) {
-	info := "# Commandstats\r\ncmdstat_fcall:calls=10,usec=120,usec_per_call=12.00,rejected_calls=0,failed_calls=0\r\n" +
-		"cmdstat_evalsha:calls=2,usec=30,usec_per_call=15.00,rejected_calls=0,failed_calls=0\r\n" +
-		"cmdstat_fcall_ro:calls=100,usec=1000,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n" +
-		"cmdstat_info:calls=3,usec=90,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n"
-	calls, usec := commandStats(info, "fcall", "evalsha", "eval")
-	if calls != 12 || usec != 150 {
-		t.Errorf("commandStats = %v calls, %v µs, want 12, 150", calls, usec)
-	}
-}
-
 func TestParseSizes(t *testing.T) {
 	if s, err := parseSizes("100, 1000"); err != nil || len(s) != 2 || s[0] != 100 || s[1] != 1000 {
 		t.Errorf("parseSizes = %v, %v", s, err)
@@ -100,11 +89,5 @@ func TestFormat(t *testing.T) {
 		if got := prec(v); got != want {
 			t.Errorf("prec(%v) = %q, want %q", v, got, want)
 		}
-	}
-	if got := thousands(1234567.4); got != "1,234,567" {
-		t.Errorf("thousands = %q", got)
-	}
-	if got := median([]float64{3, 1, 2, 10}); got != 2.5 {
-		t.Errorf("median = %v", got)
 	}
 }

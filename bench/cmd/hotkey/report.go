@@ -5,6 +5,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/rlctl/rlctl/bench/internal/stat"
 )
 
 // target is the issue's: with leases, redis-server CPU per decision at most 1/20 of the
@@ -34,12 +36,12 @@ func (r *report) write(w io.Writer) {
 	for _, c := range r.cs {
 		cs := r.res[c.name]
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %.2f%% | %.1f |\n", c.name,
-			thousands(median(mapf(cs, (*cell).rate))),
-			prec(median(mapf(cs, func(c *cell) float64 { return c.serverUS }))),
-			prec(median(mapf(cs, func(c *cell) float64 { return c.per(c.scriptCalls) }))),
-			prec(median(mapf(cs, func(c *cell) float64 { return c.per(float64(c.engineCalls)) }))),
-			100*median(mapf(cs, func(c *cell) float64 { return c.per(float64(c.fromLease)) })),
-			median(mapf(cs, func(c *cell) float64 { return c.selfUS })))
+			stat.Thousands(stat.Median(stat.Map(cs, (*cell).rate))),
+			prec(stat.Median(stat.Map(cs, func(c *cell) float64 { return c.serverUS }))),
+			prec(stat.Median(stat.Map(cs, func(c *cell) float64 { return c.per(c.scriptCalls) }))),
+			prec(stat.Median(stat.Map(cs, func(c *cell) float64 { return c.per(float64(c.engineCalls)) }))),
+			100*stat.Median(stat.Map(cs, func(c *cell) float64 { return c.per(float64(c.fromLease)) })),
+			stat.Median(stat.Map(cs, func(c *cell) float64 { return c.selfUS })))
 	}
 
 	fmt.Fprintf(w, "\n#### Leased ÷ unleased (median of the %d rounds' ratios, range in brackets)\n\n", r.rounds)
@@ -74,7 +76,7 @@ func (r *report) write(w io.Writer) {
 	for _, c := range r.cs {
 		fmt.Fprintf(w, "| %s |", c.name)
 		for _, cl := range r.res[c.name] {
-			fmt.Fprintf(w, " %s = %s |", thousands(float64(cl.counted)), thousands(float64(cl.admitted)))
+			fmt.Fprintf(w, " %s = %s |", stat.Thousands(float64(cl.counted)), stat.Thousands(float64(cl.admitted)))
 		}
 		fmt.Fprintln(w)
 	}
@@ -97,7 +99,7 @@ func span(xs []float64) string {
 	if len(xs) == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%s (%s–%s)", prec(median(xs)), prec(slices.Min(xs)), prec(slices.Max(xs)))
+	return fmt.Sprintf("%s (%s–%s)", prec(stat.Median(xs)), prec(slices.Min(xs)), prec(slices.Max(xs)))
 }
 
 // prec writes v with three significant digits, at most four decimals.
@@ -113,36 +115,4 @@ func prec(v float64) string {
 		return fmt.Sprintf("%.3f", v)
 	}
 	return fmt.Sprintf("%.4f", v)
-}
-
-func mapf[T any](xs []T, f func(T) float64) []float64 {
-	out := make([]float64, len(xs))
-	for i, x := range xs {
-		out[i] = f(x)
-	}
-	return out
-}
-
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	if len(s) == 0 {
-		return 0
-	}
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// thousands writes v rounded to a whole number with thousands separators.
-func thousands(v float64) string {
-	s := fmt.Sprintf("%.0f", v)
-	var b strings.Builder
-	for i, d := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(d)
-	}
-	return b.String()
 }

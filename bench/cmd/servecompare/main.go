@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/rlctl/rlctl/bench/internal/redisproc"
+	"github.com/rlctl/rlctl/bench/internal/stat"
 )
 
 func main() { os.Exit(run()) }
@@ -157,7 +158,7 @@ func measure(ctx context.Context, mainDir string, concs, shapes []int, rounds in
 			}
 		}
 	}
-	env.load = fmt.Sprintf("%s at the start; %s at the end", env.load, loadavg())
+	env.load = fmt.Sprintf("%s at the start; %s at the end", env.load, stat.Loadavg())
 	(&report{env: env, svcs: svcs, shapes: shapes, concs: concs, rounds: rounds, l: l, res: res}).write(os.Stdout)
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/rlctl/rlctl/bench/internal/stat"
 )
 
 // cellKey names a cell: a service, a request shape, a concurrency.
@@ -28,15 +30,7 @@ func (r results) add(k cellKey, c *cell) { r[k] = append(r[k], c) }
 
 // median is the median over rounds of f.
 func (r results) median(k cellKey, f func(*cell) float64) float64 {
-	vs := make([]float64, 0, len(r[k]))
-	for _, c := range r[k] {
-		vs = append(vs, f(c))
-	}
-	slices.Sort(vs)
-	if len(vs)%2 == 1 {
-		return vs[len(vs)/2]
-	}
-	return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+	return stat.Median(stat.Map(r[k], f))
 }
 
 // environment describes the machine and the programs measured.
@@ -45,7 +39,7 @@ type environment struct {
 }
 
 func describeEnv(ctx context.Context, rdb *redis.Client, ratelimit string) (environment, error) {
-	env := environment{cpus: fmt.Sprint(runtime.NumCPU()), model: "unknown CPU", goVersion: runtime.Version(), ratelimit: ratelimit, load: loadavg()}
+	env := environment{cpus: fmt.Sprint(runtime.NumCPU()), model: "unknown CPU", goVersion: runtime.Version(), ratelimit: ratelimit, load: stat.Loadavg()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for line := range strings.Lines(string(b)) {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -64,19 +58,6 @@ func describeEnv(ctx context.Context, rdb *redis.Client, ratelimit string) (envi
 		}
 	}
 	return env, nil
-}
-
-// loadavg is /proc/loadavg's first three fields.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 type report struct {
@@ -104,7 +85,7 @@ func (r *report) write(w io.Writer) {
 			ka, kb := cellKey{a, shape, c}, cellKey{b, shape, c}
 			ratio := r.ratios(ka, kb)
 			fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %.0f | %.0f | %.0f | %.0f |\n", shape, c,
-				thousands(r.res.median(ka, (*cell).rate)), thousands(r.res.median(kb, (*cell).rate)), ratio,
+				stat.Thousands(r.res.median(ka, (*cell).rate)), stat.Thousands(r.res.median(kb, (*cell).rate)), ratio,
 				r.res.median(ka, p50), r.res.median(kb, p50), r.res.median(ka, p99), r.res.median(kb, p99))
 		}
 	}
@@ -139,7 +120,7 @@ func (r *report) write(w io.Writer) {
 				k := cellKey{s.name, shape, c}
 				var rate, l50, l99 []string
 				for _, cl := range r.res[k] {
-					rate = append(rate, thousands(cl.rate()))
+					rate = append(rate, stat.Thousands(cl.rate()))
 					l50 = append(l50, fmt.Sprintf("%.0f", micros(cl.p50)))
 					l99 = append(l99, fmt.Sprintf("%.0f", micros(cl.p99)))
 				}
@@ -185,13 +166,4 @@ func (r *report) byCommand(k cellKey) string {
 		}
 	}
 	return strings.Join(parts, ", ")
-}
-
-// thousands formats v rounded, with commas.
-func thousands(v float64) string {
-	s := fmt.Sprintf("%.0f", v)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -50,11 +50,3 @@ func TestPercentile(t *testing.T) {
 		}
 	}
 }
-
-func TestThousands(t *testing.T) {
-	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 1234567.4: "1,234,567"} {
-		if got := thousands(v); got != want {
-			t.Errorf("thousands(%v) = %q, want %q", v, got, want)
-		}
-	}
-}

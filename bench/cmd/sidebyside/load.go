@@ -186,29 +186,7 @@ func scriptTime(ctx context.Context, rdb *redis.Client) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var usec, calls float64
-	for _, line := range strings.Split(info, "\r\n") {
-		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
-		if !ok {
-			rest, ok = strings.CutPrefix(line, "cmdstat_eval:")
-		}
-		if !ok {
-			rest, ok = strings.CutPrefix(line, "cmdstat_fcall:")
-		}
-		if !ok {
-			continue
-		}
-		for f := range strings.SplitSeq(rest, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			x, _ := strconv.ParseFloat(v, 64)
-			switch k {
-			case "usec":
-				usec += x
-			case "calls":
-				calls += x
-			}
-		}
-	}
+	calls, usec := redisproc.CommandStats(info, "evalsha", "eval", "fcall")
 	if calls == 0 {
 		return -1, nil
 	}

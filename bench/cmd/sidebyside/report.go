@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rlctl/rlctl/bench/internal/stat"
 )
 
 // report renders a run as Markdown.
@@ -64,7 +66,7 @@ func (r *report) write(w io.Writer) {
 	r.header(w, "contender", "c=%d")
 	for _, name := range r.rows {
 		r.line(w, name, func(cs []*cell) string {
-			return thousands(median(mapf(cs, (*cell).rate)))
+			return stat.Thousands(stat.Median(stat.Map(cs, (*cell).rate)))
 		})
 	}
 
@@ -76,8 +78,8 @@ func (r *report) write(w io.Writer) {
 	for _, name := range r.rows {
 		r.line(w, name, func(cs []*cell) string {
 			if cs[0].lat == nil {
-				return fmt.Sprintf("%s / %s", us(median(mapf(cs, func(c *cell) float64 { return float64(c.p50) }))),
-					us(median(mapf(cs, func(c *cell) float64 { return float64(c.p99) }))))
+				return fmt.Sprintf("%s / %s", us(stat.Median(stat.Map(cs, func(c *cell) float64 { return float64(c.p50) }))),
+					us(stat.Median(stat.Map(cs, func(c *cell) float64 { return float64(c.p99) }))))
 			}
 			var all []time.Duration
 			for _, c := range cs {
@@ -101,23 +103,23 @@ func (r *report) write(w io.Writer) {
 		}
 		allocs, bytes, trips := "–", "–", "1"
 		if all[0].mallocs >= 0 {
-			allocs = fmt.Sprintf("%.0f", median(mapf(all, func(c *cell) float64 { return c.mallocs })))
-			bytes = thousands(median(mapf(all, func(c *cell) float64 { return c.bytes })))
+			allocs = fmt.Sprintf("%.0f", stat.Median(stat.Map(all, func(c *cell) float64 { return c.mallocs })))
+			bytes = stat.Thousands(stat.Median(stat.Map(all, func(c *cell) float64 { return c.bytes })))
 			trips = fmt.Sprintf("%.1f", r.trips[name])
 		}
 		script := "–"
 		if all[0].scriptUS >= 0 {
-			script = fmt.Sprintf("%.1f", median(mapf(all, func(c *cell) float64 { return c.scriptUS })))
+			script = fmt.Sprintf("%.1f", stat.Median(stat.Map(all, func(c *cell) float64 { return c.scriptUS })))
 		}
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |", name, allocs, bytes, trips, script)
 		for _, c := range r.concs {
-			fmt.Fprintf(w, " %.1f |", median(mapf(r.res[name][c], func(c *cell) float64 { return c.serverUS })))
+			fmt.Fprintf(w, " %.1f |", stat.Median(stat.Map(r.res[name][c], func(c *cell) float64 { return c.serverUS })))
 		}
 		fmt.Fprintln(w)
 	}
 
 	if len(r.mem) > 0 {
-		fmt.Fprintf(w, "\n#### Memory per key (%s keys each, one request of cost 1 per key)\n\n", thousands(float64(r.memKeys)))
+		fmt.Fprintf(w, "\n#### Memory per key (%s keys each, one request of cost 1 per key)\n\n", stat.Thousands(float64(r.memKeys)))
 		fmt.Fprintf(w, "| keys written by | type (encoding) | sample key | MEMORY USAGE, bytes (mean of %d samples) | used_memory growth less client buffers ÷ keys, bytes |\n|---|---|---|---:|---:|\n", memSamples)
 		for _, m := range r.mem {
 			fmt.Fprintf(w, "| %s | %s | `%s` | %.0f | %.0f |\n", m.name, m.encoding, m.key, m.usage, m.used)
@@ -151,7 +153,7 @@ func (r *report) ratioTable(w io.Writer, title string, qs []ratio, value func(*c
 				fmt.Fprintf(w, " – |")
 				continue
 			}
-			fmt.Fprintf(w, " %.2f (%.2f–%.2f) |", median(rs), slices.Min(rs), slices.Max(rs))
+			fmt.Fprintf(w, " %.2f (%.2f–%.2f) |", stat.Median(rs), slices.Min(rs), slices.Max(rs))
 		}
 		fmt.Fprintln(w)
 	}
@@ -173,34 +175,5 @@ func (r *report) line(w io.Writer, name string, f func([]*cell) string) {
 	fmt.Fprintln(w)
 }
 
-func mapf[T any](xs []T, f func(T) float64) []float64 {
-	out := make([]float64, len(xs))
-	for i, x := range xs {
-		out[i] = f(x)
-	}
-	return out
-}
-
-func median(xs []float64) float64 {
-	s := slices.Sorted(slices.Values(xs))
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
 // us writes nanoseconds as whole microseconds.
 func us(ns float64) string { return fmt.Sprintf("%.0f", ns/1e3) }
-
-// thousands writes v rounded to a whole number with thousands separators.
-func thousands(v float64) string {
-	s := fmt.Sprintf("%.0f", v)
-	var b strings.Builder
-	for i, d := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(d)
-	}
-	return b.String()
-}
