@@ -604,14 +604,17 @@ func NewLocal(h *luahost.Host) *Local { return &Local{h: h} }
 
 // evicted returns how many keys the host evicted since the last call that reported some,
 // reporting each eviction to exactly one caller.
-func (l *Local) evicted() uint64 {
-	n := l.h.Evicted()
+func (l *Local) evicted() uint64 { return unreported(l.h.Evicted(), &l.seen) }
+
+// unreported returns how much of the count n no caller was told of yet, as seen records,
+// reporting each unit to exactly one caller.
+func unreported(n uint64, seen *atomic.Uint64) uint64 {
 	for {
-		prev := l.seen.Load()
+		prev := seen.Load()
 		if n <= prev {
 			return 0
 		}
-		if l.seen.CompareAndSwap(prev, n) {
+		if seen.CompareAndSwap(prev, n) {
 			return n - prev
 		}
 	}

@@ -263,6 +263,17 @@ func (e *Engine) breakerFor(ctx context.Context, c *algorithms.Call) (*breaker, 
 func (e *Engine) exec(ctx context.Context, b Backend, c *algorithms.Call) (algorithms.Reply, error) {
 	var v any
 	var err error
+	if nb, ok := b.(*Native); ok {
+		rep, decided, err := nb.store.Decide(c)
+		if decided {
+			if e.hooks.Evicted != nil {
+				if n := nb.evicted(); n > 0 {
+					e.hooks.Evicted(n)
+				}
+			}
+			return rep, err
+		}
+	}
 	if r, ok := b.(*Redis); ok && len(c.Rules) > 0 {
 		args, aerr := c.AppendArgs(prepare(c))
 		if aerr != nil {
@@ -276,9 +287,11 @@ func (e *Engine) exec(ctx context.Context, b Backend, c *algorithms.Call) (algor
 		}
 		v, err = b.Eval(ctx, e.plan.script, c.Keys(), argv)
 	}
-	if l, ok := b.(*Local); ok && e.hooks.Evicted != nil {
-		if n := l.evicted(); n > 0 {
-			e.hooks.Evicted(n)
+	if e.hooks.Evicted != nil {
+		if ev, ok := b.(interface{ evicted() uint64 }); ok {
+			if n := ev.evicted(); n > 0 {
+				e.hooks.Evicted(n)
+			}
 		}
 	}
 	if err != nil {
