@@ -667,8 +667,10 @@ type group struct {
 	skew   int64 // the largest ClockSkew of its rules' policies (client clocks)
 }
 
-func (e *Engine) groups(rules []pending) []group {
-	var gs []group
+// groups returns the calls rules make, appended to gs (room the caller provides, so that
+// the usual single call allocates nothing): rules of one clock, and in cluster mode of
+// one slot, share a call.
+func (e *Engine) groups(rules []pending, gs []group) []group {
 	for i := range rules {
 		slot := 0
 		if e.cluster {
@@ -679,16 +681,31 @@ func (e *Engine) groups(rules []pending) []group {
 			j++
 		}
 		if j == len(gs) {
-			// Room for every rule left: most requests make one group.
-			gs = append(gs, group{client: rules[i].client, slot: slot, idx: make([]int, 0, len(rules)-i)})
+			gs = append(gs, group{client: rules[i].client, slot: slot})
 		}
-		gs[j].idx = append(gs[j].idx, i)
+		if g := &gs[j]; j == 0 && len(g.idx) == i && i < len(identity) {
+			// The first group holds every rule so far: its indexes are a prefix of
+			// identity, whose capacity ends there, so an append copies it.
+			g.idx = identity[: i+1 : i+1]
+		} else {
+			g.idx = append(g.idx, i)
+		}
 		if rules[i].client {
 			gs[j].skew = max(gs[j].skew, rules[i].policy.ClockSkew)
 		}
 	}
 	return gs
 }
+
+// identity holds 0, 1, ... MaxRules-1: the indexes of a call of the first rules, shared
+// and never written.
+var identity = func() []int {
+	s := make([]int, MaxRules)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}()
 
 // loader is a backend that can load a script ahead of its first call (an in-process one,
 // where compiling the script would otherwise be paid inside a decision's deadline).
@@ -842,7 +859,8 @@ func (e *Engine) evaluate(ctx context.Context, all, uniq []pending, fan []int, c
 	var done []charged
 	var grants []int64 // a partial admission's grant in each group of done
 	units := most      // a partial admission's grant so far: the most the next group may grant
-	groups := e.groups(rules)
+	var room [2]group
+	groups := e.groups(rules, room[:0])
 	if wait >= 0 && len(groups) > 1 {
 		return nil, fmt.Errorf("%w: the request's rules need %d calls (hash slots of a cluster, or policies of both clocks), and a slot is reserved in one atomic call: give the policies a shard, and one clock", ErrRequest, len(groups))
 	}

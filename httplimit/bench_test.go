@@ -54,6 +54,7 @@ policy "refuse" {
 		b.Fatal(err)
 	}
 	e := engine.New(engine.NewLocal(luahost.New()), plan)
+	native := engine.New(engine.NewNative(luahost.New()), plan)
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
 	req := httptest.NewRequest("GET", "/v1/items", nil)
 	req.RemoteAddr = "192.0.2.1:4711"
@@ -76,7 +77,17 @@ policy "refuse" {
 			}
 		}
 	})
+	b.Run("native-engine", func(b *testing.B) {
+		b.ReportAllocs()
+		attrs := engine.Attrs{"ip": "192.0.2.1", "path": "/v1/items"}
+		for b.Loop() {
+			if _, err := native.Allow(context.Background(), attrs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("middleware", func(b *testing.B) { run(b, httplimit.Middleware(e)(ok), req) })
+	b.Run("native-middleware", func(b *testing.B) { run(b, httplimit.Middleware(native)(ok), req) })
 	b.Run("middleware/all+legacy+pk", func(b *testing.B) {
 		run(b, httplimit.Middleware(e, httplimit.WithAllRules(), httplimit.WithLegacyHeaders(),
 			httplimit.WithPartitionKeys([]byte("secret")))(ok), req)
