@@ -746,7 +746,12 @@ func tooManyRules(n int) error {
 // to is refused with ErrRequest, and so, when leases is not "", is one that a rule holding
 // concurrency leases applies to: leases says what cannot be done with them.
 func (e *Engine) rulesOf(r dsl.Request, n int64, leases string) ([]pending, bool, error) {
-	rules, gone, unl, err := e.collect(r, n, 0, nil, nil)
+	return e.rulesInto(nil, r, n, leases)
+}
+
+// rulesInto is rulesOf, appending to out.
+func (e *Engine) rulesInto(out []pending, r dsl.Request, n int64, leases string) ([]pending, bool, error) {
+	rules, gone, unl, err := e.collect(r, n, 0, out, nil)
 	if err != nil {
 		return nil, false, err
 	}
@@ -765,7 +770,8 @@ func (e *Engine) rulesOf(r dsl.Request, n int64, leases string) ([]pending, bool
 }
 
 func (e *Engine) decide(ctx context.Context, r dsl.Request, n int64) (*Decision, error) {
-	rules, unl, err := e.rulesOf(r, n, "")
+	var room [2]pending // most requests' rules, on the stack
+	rules, unl, err := e.rulesInto(room[:0], r, n, "")
 	if err != nil {
 		return nil, err
 	}
