@@ -711,21 +711,35 @@ var identity = func() []int {
 // where compiling the script would otherwise be paid inside a decision's deadline).
 type loader interface{ load(*algorithms.Script) }
 
-// decisionWith is a Decision and room for the rules of most requests, allocated together.
-type decisionWith struct {
+// decisionWith is a Decision and room for the rules of a request of N rules or fewer,
+// allocated together.
+type decisionWith[N interface{ [1]RuleResult | [2]RuleResult | [4]RuleResult }] struct {
 	d     Decision
-	rules [4]RuleResult
+	rules N
 }
 
-// newDecision returns an allowing Decision with n rules, in one allocation when n is small.
+// newDecision returns an allowing Decision with n rules, in one allocation of its size
+// when n is small.
 func newDecision(n int) *Decision {
-	b := &decisionWith{d: Decision{Allowed: true, Decider: -1}}
-	if n <= len(b.rules) {
-		b.d.Rules = b.rules[:n:n]
-	} else {
-		b.d.Rules = make([]RuleResult, n)
+	var d *Decision
+	switch {
+	case n == 1:
+		b := &decisionWith[[1]RuleResult]{}
+		d = &b.d
+		d.Rules = b.rules[:]
+	case n == 2:
+		b := &decisionWith[[2]RuleResult]{}
+		d = &b.d
+		d.Rules = b.rules[:]
+	case n <= 4:
+		b := &decisionWith[[4]RuleResult]{}
+		d = &b.d
+		d.Rules = b.rules[:n:n]
+	default:
+		d = &Decision{Rules: make([]RuleResult, n)}
 	}
-	return &b.d
+	d.Allowed, d.Decider = true, -1
+	return d
 }
 
 // MaxRules is the most rules one decision (Allow, AllowN, Peek, AllowAll) may check: a
@@ -848,7 +862,11 @@ func (e *Engine) evaluate(ctx context.Context, all, uniq []pending, fan []int, c
 	if fan != nil {
 		results = make([]RuleResult, len(uniq))
 	}
-	sent := e.clock()
+	// The clock, read when a deny cache or a client clock needs it.
+	var sent time.Time
+	if e.cache != nil || slices.ContainsFunc(rules, func(p pending) bool { return p.client }) {
+		sent = e.clock()
+	}
 	if charging && e.cache != nil && wait < 0 {
 		if res, ok := e.cache.lookup(rules, sent); ok {
 			for i := range rules {

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -108,4 +109,39 @@ policy "refuse" {
 	refused := httptest.NewRequest("GET", "/refused", nil)
 	refused.RemoteAddr = "192.0.2.1:4711"
 	b.Run("refused", func(b *testing.B) { run(b, httplimit.Middleware(e)(ok), refused) })
+}
+
+// BenchmarkNativeAddresses is one gcra rule per client address on the native backend,
+// over 1,024 addresses: the in-process comparison's rlctl cell (bench/cmd/inproc).
+func BenchmarkNativeAddresses(b *testing.B) {
+	cfg, diags := dsl.Parse(map[string][]byte{"b.hcl": []byte(`
+policy "api" {
+  rule "per_ip" {
+    algorithm = "gcra"
+    key       = request.ip
+    rate      = "1000000/s"
+    burst     = 1000000
+  }
+}`)})
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	plan, err := engine.Compile(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := httplimit.Middleware(engine.New(engine.NewNative(luahost.New()), plan))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) }))
+	reqs := make([]*http.Request, 1024)
+	for i := range reqs {
+		reqs[i] = httptest.NewRequest("GET", "/v1/items", nil)
+		reqs[i].RemoteAddr = fmt.Sprintf("10.%d.%d.%d:4711", i>>16, (i>>8)&255, i&255)
+	}
+	w := &sink{h: http.Header{}}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		clear(w.h)
+		h.ServeHTTP(w, reqs[i&1023])
+		i++
+	}
 }
