@@ -4,9 +4,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"maps"
 	"math/bits"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/rlctl/rlctl/engine"
@@ -21,6 +23,40 @@ const (
 	hdrRemaining  = "X-Ratelimit-Remaining"
 	hdrReset      = "X-Ratelimit-Reset"
 )
+
+// setField sets field name, a canonical name, to value: http.Header.Set without
+// canonicalizing the name again.
+func setField(h http.Header, name, value string) { h[name] = []string{value} }
+
+// fields holds the values a field takes, to hand out one string per value instead of a
+// new one per request: a RateLimit-Policy field depends only on the rules that decided
+// (names, limits, windows), a few values per policy set. At most fieldsMax values are
+// kept; others are made per request.
+type fields struct {
+	m atomic.Pointer[map[string]string]
+}
+
+const fieldsMax = 256
+
+// intern returns b as a string, the one held when b was seen before.
+func (f *fields) intern(b []byte) string {
+	old := f.m.Load()
+	if old != nil {
+		if v, ok := (*old)[string(b)]; ok {
+			return v
+		}
+	}
+	v := string(b)
+	m := map[string]string{v: v}
+	if old != nil {
+		if len(*old) >= fieldsMax {
+			return v
+		}
+		maps.Copy(m, *old)
+	}
+	f.m.CompareAndSwap(old, &m) // a value lost to a race is made again next time
+	return v
+}
 
 // maxSFInt is the largest RFC 9651 Integer (15 digits).
 const maxSFInt = 999_999_999_999_999
@@ -60,7 +96,13 @@ func (c *config) setHeaders(h http.Header, d *engine.Decision) int64 {
 		b = c.appendPK(b, rr)
 	}
 	if n > 0 {
-		h.Set(hdrPolicy, string(b))
+		v := ""
+		if c.pkSecret == nil {
+			v = c.policyFields.intern(b)
+		} else {
+			v = string(b) // a partition key per client: nothing to share
+		}
+		h[hdrPolicy] = []string{v}
 	}
 
 	b = buf[:0]
@@ -84,21 +126,21 @@ func (c *config) setHeaders(h http.Header, d *engine.Decision) int64 {
 		b = c.appendPK(b, rr)
 	}
 	if n > 0 {
-		h.Set(hdrRateLimit, string(b))
+		h[hdrRateLimit] = []string{string(b)}
 	}
 
 	retry := int64(-1)
 	if !d.Allowed && d.RetryAfter != engine.Never {
 		retry = max(ceilSeconds(d.RetryAfter), maxT)
-		h.Set(hdrRetryAfter, strconv.FormatInt(retry, 10))
+		setField(h, hdrRetryAfter, strconv.FormatInt(retry, 10))
 	}
 
 	if c.legacy && show >= 0 {
 		rr := &d.Rules[show]
-		h.Set(hdrLimit, strconv.FormatInt(min(rr.Limit, maxSFInt), 10))
-		h.Set(hdrRemaining, strconv.FormatInt(min(max(rr.Remaining, 0), maxSFInt), 10))
+		setField(h, hdrLimit, strconv.FormatInt(min(rr.Limit, maxSFInt), 10))
+		setField(h, hdrRemaining, strconv.FormatInt(min(max(rr.Remaining, 0), maxSFInt), 10))
 		if t := resetSeconds(d, rr); t >= 0 {
-			h.Set(hdrReset, strconv.FormatInt(t, 10))
+			setField(h, hdrReset, strconv.FormatInt(t, 10))
 		}
 	}
 	return retry

@@ -28,6 +28,8 @@ type config struct {
 	settle     bool          // WithSettle
 	estimate   int64         // WithSettle's estimate
 	count      func(status int) bool
+	// policyFields shares the RateLimit-Policy values (setHeaders).
+	policyFields fields
 }
 
 // WithDelay makes the middleware delay a request rather than refuse it when its turn

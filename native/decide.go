@@ -18,6 +18,7 @@ func (s *Store) decide(c *algorithms.Call) (algorithms.Reply, bool, error) {
 		return algorithms.Reply{}, false, nil
 	}
 	var ks [maxRules]kernel
+	var shs [maxRules]*shard
 	for i := range c.Rules {
 		r := &c.Rules[i]
 		k, ok := kernelOf(r)
@@ -29,7 +30,7 @@ func (s *Store) decide(c *algorithms.Call) (algorithms.Reply, bool, error) {
 				return algorithms.Reply{}, false, nil
 			}
 		}
-		ks[i] = k
+		ks[i], shs[i] = k, &s.shards[shardOf(r.Key)]
 	}
 	t := s.clock.Now()
 	server, nowMs := t.UnixMicro(), t.UnixMilli()
@@ -37,13 +38,12 @@ func (s *Store) decide(c *algorithms.Call) (algorithms.Reply, bool, error) {
 	if now == algorithms.ServerTime {
 		now = server
 	}
-	l := s.lock(func(i int) string { return c.Rules[i].Key }, n)
-	defer s.unlock(l)
+	set := s.lockShards(shs[:n])
+	defer s.unlock(set)
 
 	var es [maxRules]*entry
 	for i := range c.Rules {
-		key := c.Rules[i].Key
-		sh := &s.shards[shardOf(key)]
+		key, sh := c.Rules[i].Key, shs[i]
 		e := sh.lookup(key, nowMs)
 		if e == nil {
 			var ok bool
@@ -69,23 +69,23 @@ func (s *Store) decide(c *algorithms.Call) (algorithms.Reply, bool, error) {
 	if allowed {
 		// Every new key first, so that a store at its cap refuses the call before any
 		// write, as Redis refuses a script's write past maxmemory.
+		var added uint
 		for i := range c.Rules {
 			if es[i] != nil || !vs[i].ok || c.Rules[i].Cost == 0 {
 				continue
 			}
 			key := c.Rules[i].Key
 			e := &entry{alg: ks[i].alg}
-			if err := s.add(&s.shards[shardOf(key)], key, e, nowMs); err != nil {
+			if err := s.add(shs[i], key, e, nowMs); err != nil {
 				for j := range i {
-					if es[j] == nil && vs[j].ok && c.Rules[j].Cost > 0 {
-						k := c.Rules[j].Key
-						sh := &s.shards[shardOf(k)]
-						sh.del(k, sh.m[k])
+					if added&(1<<j) != 0 {
+						shs[j].del(c.Rules[j].Key, es[j])
 					}
 				}
 				return algorithms.Reply{}, true, err
 			}
 			es[i] = e
+			added |= 1 << i
 		}
 	}
 	rep := algorithms.Reply{Allowed: allowed, Decider: decider, Now: now, Server: server, Rules: make([]algorithms.RuleResult, n)}

@@ -47,6 +47,7 @@ func New(h *luahost.Host, opts ...Option) *Store {
 	for i := range s.shards {
 		s.shards[i].m = make(map[string]*entry)
 		s.shards[i].sweepAt = minSweep
+		s.shards[i].index = uint8(i)
 	}
 	for _, o := range opts {
 		o(s)

@@ -50,6 +50,7 @@ type shard struct {
 	mu    sync.Mutex
 	m     map[string]*entry
 	tick  uint32
+	index uint8 // the shard's place in Store.shards
 	bytes int64
 	// sweepAt is the key count at which the shard next frees expired keys: twice the live
 	// keys after a sweep, so that sweeping costs O(1) per key added.
@@ -185,6 +186,18 @@ func (s *Store) lock(key func(i int) string, n int) uint64 {
 	var set uint64
 	for i := range n {
 		set |= 1 << shardOf(key(i))
+	}
+	for m := set; m != 0; m &= m - 1 {
+		s.shards[bits.TrailingZeros64(m)].mu.Lock()
+	}
+	return set
+}
+
+// lockShards is lock for shards of the store, given.
+func (s *Store) lockShards(shards []*shard) uint64 {
+	var set uint64
+	for _, sh := range shards {
+		set |= 1 << sh.index
 	}
 	for m := set; m != 0; m &= m - 1 {
 		s.shards[bits.TrailingZeros64(m)].mu.Lock()
