@@ -46,7 +46,7 @@ func (c *Config) Policy(name string) (*Policy, bool) {
 const (
 	OnErrorAllow = "allow" // fail open: allow the request and count it
 	OnErrorDeny  = "deny"  // fail closed: deny the request
-	OnErrorLocal = "local" // decide in-process with the same script until the backend is back
+	OnErrorLocal = "local" // decide in process, as the backend would, until it is back
 )
 
 // Clocks a policy can read; see Policy.Clock.

@@ -425,8 +425,8 @@ func (e *Engine) localBackend() Backend {
 	e.loadLocal.Do(func() {
 		if e.local == nil {
 			opts := append([]luahost.Option{luahost.WithClock(clockFunc(e.clock))}, e.localOpts...)
-			l := NewLocal(luahost.New(opts...))
-			l.load(e.plan.Script())
+			l := NewNative(luahost.New(opts...), e.nativeOpts...)
+			l.local.load(e.plan.Script())
 			e.local = l
 		}
 	})

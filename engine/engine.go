@@ -18,6 +18,7 @@ import (
 	"github.com/rlctl/rlctl/calendar"
 	"github.com/rlctl/rlctl/dsl"
 	"github.com/rlctl/rlctl/luahost"
+	"github.com/rlctl/rlctl/native"
 )
 
 // Engine decides requests against a Plan. It is safe for concurrent use.
@@ -27,6 +28,8 @@ type Engine struct {
 	local   Backend // the on_error = "local" fallback
 	// localOpts configure the fallback's host when the engine creates it (local.go).
 	localOpts []luahost.Option
+	// nativeOpts configure the fallback's store (local.go).
+	nativeOpts []native.Option
 	cluster   bool
 	// clusterClient is the backend's client on a Redis Cluster; nodes holds a breaker per
 	// primary's address.
@@ -565,8 +568,11 @@ func (e *Engine) Reset(ctx context.Context, r dsl.Request) error {
 			keys = append(keys, algorithms.BoxKey(k))
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
-	defer cancel()
+	if e.timeout > 0 { // 0 disables the deadline (WithTimeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.timeout)
+		defer cancel()
+	}
 	return e.backend.Del(ctx, keys...)
 }
 

@@ -52,11 +52,11 @@ func Example_embed() {
 
 // newEngine loads a policy file (or directory) and returns an engine deciding on the Redis
 // at redisAddr, and the function that closes its client. With redisAddr "" (a single
-// instance, or this example) the same engine script runs in process on luahost. Policies
+// instance, or this example) the engine decides in process, exactly as on Redis. Policies
 // that do not load stop the program with every problem at its file:line:col.
 func newEngine(policy, redisAddr string) (*engine.Engine, func()) {
 	if redisAddr == "" {
-		e, err := engine.Load(engine.NewLocal(luahost.New()), []string{policy})
+		e, err := engine.Load(engine.NewNative(luahost.New()), []string{policy})
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/rlctl/rlctl/luahost"
+import (
+	"github.com/rlctl/rlctl/luahost"
+	"github.com/rlctl/rlctl/native"
+)
 
 // WithLocalMaxMemory caps the keyspace of the in-process fallback that the engine creates
 // for on_error = "local" policies (not one set by WithLocalFallback) at bytes, with policy
@@ -27,5 +30,8 @@ import "github.com/rlctl/rlctl/luahost"
 // calls fail with Redis's OOM error, a backend failure, and policies allow (the fallback's
 // own failure mode).
 func WithLocalMaxMemory(bytes int64, policy luahost.EvictionPolicy) Option {
-	return func(e *Engine) { e.localOpts = append(e.localOpts, luahost.WithMaxMemory(bytes, policy)) }
+	return func(e *Engine) {
+		e.localOpts = append(e.localOpts, luahost.WithMaxMemory(bytes, policy))
+		e.nativeOpts = append(e.nativeOpts, native.WithMaxMemory(bytes, policy))
+	}
 }

@@ -61,12 +61,12 @@ func TestLocalFallbackMaxMemory(t *testing.T) {
 				hotAllowed++
 			}
 		}
-		h := e.local.(*Local).h
+		h := e.local.(*Native).local.h
 		if used := h.MemoryUsage(); used > limit+2048 {
 			t.Fatalf("request %d: the fallback holds %d bytes, cap %d", i, used, limit)
 		}
 	}
-	h := e.local.(*Local).h
+	h := e.local.(*Native).local.h
 	if hotAllowed != 10 {
 		t.Errorf("the client seen all along was allowed %d of 20 requests, want its burst of 10", hotAllowed)
 	}

@@ -21,7 +21,7 @@ func ExampleMiddleware_publicAPI() {
 	// In process; on Redis: engine.NewRedis(rdb), with rdb's options as in Embed in Go.
 	// The clock stands still only so that this output is stable.
 	clock := luahost.NewManualClock(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
-	e, err := engine.Load(engine.NewLocal(luahost.New(luahost.WithClock(clock))), []string{"../policies/public_api.hcl"})
+	e, err := engine.Load(engine.NewNative(luahost.New(luahost.WithClock(clock))), []string{"../policies/public_api.hcl"})
 	if err != nil {
 		log.Fatal(err)
 	}

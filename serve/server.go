@@ -17,6 +17,7 @@ import (
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/cli"
 	"github.com/rlctl/rlctl/luahost"
+	"github.com/rlctl/rlctl/native"
 )
 
 // Server decides rate limits for other processes: Envoy's rate limit service over gRPC
@@ -170,14 +171,18 @@ func New(c Config) (*Server, error) {
 		s.leases.now = time.Now
 	}
 	s.reservations.now = s.leases.now
-	if _, local := c.Backend.(*engine.Local); !local {
+	switch c.Backend.(type) {
+	case *engine.Local, *engine.Native:
+	default:
 		// One on_error = "local" fallback for every engine a reload makes, so the counters
 		// it keeps during an outage survive a reload (each engine would start its own).
 		hopts := []luahost.Option{luahost.WithClock(clockFunc(s.leases.now))}
+		var nopts []native.Option
 		if c.LocalMaxMemory > 0 {
 			hopts = append(hopts, luahost.WithMaxMemory(c.LocalMaxMemory, luahost.AllKeysLRU))
+			nopts = append(nopts, native.WithMaxMemory(c.LocalMaxMemory, luahost.AllKeysLRU))
 		}
-		fallback := engine.NewLocal(luahost.New(hopts...))
+		fallback := engine.NewNative(luahost.New(hopts...), nopts...)
 		s.opts = append([]engine.Option{engine.WithLocalFallback(fallback)}, s.opts...)
 	}
 	if c.XDS != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/listen"
 	"github.com/rlctl/rlctl/luahost"
+	"github.com/rlctl/rlctl/native"
 	"github.com/rlctl/rlctl/metrics"
 	"github.com/rlctl/rlctl/serve"
 )
@@ -267,14 +268,16 @@ func runServe(e *env, args []string) error {
 			return errUsage
 		}
 		var hopts []luahost.Option
+		var nopts []native.Option
 		if maxMemory > 0 {
 			hopts = append(hopts, luahost.WithMaxMemory(int64(maxMemory), luahost.AllKeysLRU))
+			nopts = append(nopts, native.WithMaxMemory(int64(maxMemory), luahost.AllKeysLRU))
 		}
 		if rc != (redisConfig{}) {
 			fmt.Fprintln(e.stderr, "rlctl: error: -redis-tls-cert, -redis-tls-key and -redis-tls-ca without -redis")
 			return errUsage
 		}
-		backend = engine.NewLocal(luahost.New(hopts...))
+		backend = engine.NewNative(luahost.New(hopts...), nopts...)
 		log.Info("rlctl serve: embedded backend: the counters live in this process", "max_memory", int64(maxMemory))
 	} else {
 		rc.url, rc.typ = *redisURL, *redisType

@@ -144,7 +144,7 @@ func setup(args []string, stderr io.Writer) (*server, error) {
 		closeFn = func() { _ = rdb.Close() }
 		backend = engine.NewRedis(rdb)
 	} else {
-		backend = engine.NewLocal(luahost.New())
+		backend = engine.NewNative(luahost.New())
 	}
 	e := engine.New(backend, plan)
 	return &server{addr: *addr, handler: newHandler(e, trusted), close: closeFn}, nil
