@@ -30,7 +30,7 @@ type Engine struct {
 	localOpts []luahost.Option
 	// nativeOpts configure the fallback's store (local.go).
 	nativeOpts []native.Option
-	cluster   bool
+	cluster    bool
 	// clusterClient is the backend's client on a Redis Cluster; nodes holds a breaker per
 	// primary's address.
 	clusterClient *redis.ClusterClient
@@ -719,7 +719,9 @@ type loader interface{ load(*algorithms.Script) }
 
 // decisionWith is a Decision and room for the rules of a request of N rules or fewer,
 // allocated together.
-type decisionWith[N interface{ [1]RuleResult | [2]RuleResult | [4]RuleResult }] struct {
+type decisionWith[N interface {
+	[1]RuleResult | [2]RuleResult | [4]RuleResult
+}] struct {
 	d     Decision
 	rules N
 }

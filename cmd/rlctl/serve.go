@@ -24,8 +24,8 @@ import (
 	"github.com/rlctl/rlctl/engine"
 	"github.com/rlctl/rlctl/internal/listen"
 	"github.com/rlctl/rlctl/luahost"
-	"github.com/rlctl/rlctl/native"
 	"github.com/rlctl/rlctl/metrics"
+	"github.com/rlctl/rlctl/native"
 	"github.com/rlctl/rlctl/serve"
 )
 
