@@ -719,11 +719,14 @@ type loader interface{ load(*algorithms.Script) }
 
 // decisionWith is a Decision and room for the rules of a request of N rules or fewer,
 // allocated together.
-type decisionWith[N interface {
-	[1]RuleResult | [2]RuleResult | [4]RuleResult
-}] struct {
+type decisionWith[N ruleRoom] struct {
 	d     Decision
 	rules N
+}
+
+// ruleRoom is the room decisionWith holds.
+type ruleRoom interface {
+	[1]RuleResult | [2]RuleResult | [4]RuleResult
 }
 
 // newDecision returns an allowing Decision with n rules, in one allocation of its size
