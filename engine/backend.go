@@ -597,9 +597,10 @@ type Local struct {
 // inProcess marks backends that the decision deadline does not apply to.
 func (*Local) inProcess() {}
 
-// NewLocal returns a Backend on h. Give h a memory cap (luahost.WithMaxMemory) when the
-// clients it limits are not bounded: see WithLocalMaxMemory for what evicting a
-// limiter's key means.
+// NewLocal returns a Backend on h that runs every call as the engine script: what verify
+// and simulate run. For serving, NewNative decides alike at a fraction of the cost. Give
+// h a memory cap (luahost.WithMaxMemory) when the clients it limits are not bounded: see
+// WithLocalMaxMemory for what evicting a limiter's key means.
 func NewLocal(h *luahost.Host) *Local { return &Local{h: h} }
 
 // evicted returns how many keys the host evicted since the last call that reported some,

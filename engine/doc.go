@@ -1,6 +1,17 @@
 // Package engine decides requests by running the rlctl engine script on a Backend: Redis
-// in production, or luahost in-process (embedded mode, the local fallback, simulations).
-// Both run the identical script (algorithms.Default or a plugin assembly).
+// in production, or in process. Every backend decides alike, reply for reply.
+//
+// # Backends
+//
+//   - NewRedis: Redis, Sentinel or Cluster, the script by FCALL (EVALSHA where functions
+//     are missing). Several instances share the counters.
+//   - NewNative: in process, for serving one instance: the built-in algorithms' checks in
+//     Go (package native), everything else the script on a luahost.Host beside them. It
+//     is the embedded default (the README's, rlctl serve's without -redis) and the
+//     on_error = "local" fallback.
+//   - NewLocal: in process, every call the script itself on a luahost.Host, as verify,
+//     simulate and the playground run it: what they prove is the Lua that Redis runs.
+//     About five times the cost of NewNative per decision (BENCHMARKS.md).
 //
 // # Quota leases
 //

@@ -97,7 +97,7 @@ func (c *config) setHeaders(h http.Header, d *engine.Decision) int64 {
 	}
 	if n > 0 {
 		v := ""
-		if c.pkSecret == nil {
+		if c.pkSecret == nil && c.policyFields != nil {
 			v = c.policyFields.intern(b)
 		} else {
 			v = string(b) // a partition key per client: nothing to share

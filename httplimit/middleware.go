@@ -28,8 +28,8 @@ type config struct {
 	settle     bool          // WithSettle
 	estimate   int64         // WithSettle's estimate
 	count      func(status int) bool
-	// policyFields shares the RateLimit-Policy values (setHeaders).
-	policyFields fields
+	// policyFields shares the RateLimit-Policy values (setHeaders); nil: none shared.
+	policyFields *fields
 }
 
 // WithDelay makes the middleware delay a request rather than refuse it when its turn
@@ -133,7 +133,7 @@ func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error, 
 // sets the RateLimit fields, and either runs the next handler or refuses the request; see
 // the package documentation for the attributes it gives policies and the responses.
 func Middleware(e *engine.Engine, opts ...Option) func(http.Handler) http.Handler {
-	c := &config{onError: internalError}
+	c := &config{onError: internalError, policyFields: new(fields)}
 	for _, o := range opts {
 		o(c)
 	}
