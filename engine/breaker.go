@@ -72,16 +72,17 @@ type ticket struct {
 }
 
 // acquire reports whether a call may reach the backend at now, and its ticket.
-func (b *breaker) acquire(now time.Time) (ticket, bool) {
+func (b *breaker) acquire(clock func() time.Time) (ticket, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var now time.Time
 	switch b.state {
 	case Open:
-		if now.Before(b.until) {
+		if now = clock(); now.Before(b.until) {
 			return ticket{}, false
 		}
 	case HalfOpen:
-		if now.Before(b.probeStart.Add(b.cooldown)) {
+		if now = clock(); now.Before(b.probeStart.Add(b.cooldown)) {
 			return ticket{}, false
 		}
 	default:
@@ -93,7 +94,7 @@ func (b *breaker) acquire(now time.Time) (ticket, bool) {
 }
 
 // resolve records how t's call ended at now.
-func (b *breaker) resolve(t ticket, o outcome, now time.Time) {
+func (b *breaker) resolve(t ticket, o outcome, clock func() time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if t.gen != b.gen {
@@ -105,15 +106,15 @@ func (b *breaker) resolve(t ticket, o outcome, now time.Time) {
 	case b.state == Closed && o == failed:
 		b.failures++
 		if b.failures >= b.threshold {
-			b.open(now)
+			b.open(clock())
 		}
 	case b.state == HalfOpen && t.probe && o == succeeded:
 		b.set(Closed)
 	case b.state == HalfOpen && t.probe && o == failed:
-		b.open(now)
+		b.open(clock())
 	case b.state == HalfOpen && t.probe && o == abandoned:
 		b.set(Open)
-		b.until = now
+		b.until = clock()
 	}
 }
 

@@ -104,7 +104,7 @@ func TestBreakerTransitions(t *testing.T) {
 			var tickets []ticket
 			for i, s := range steps {
 				if s.acquire {
-					tk, ok := b.acquire(at(s.at))
+					tk, ok := b.acquire(func() time.Time { return at(s.at) })
 					if ok != s.allowed {
 						t.Fatalf("step %d: acquire at %v = %v, want %v", i, s.at, ok, s.allowed)
 					}
@@ -116,7 +116,7 @@ func TestBreakerTransitions(t *testing.T) {
 					if n < 0 {
 						n = len(tickets) - 1
 					}
-					b.resolve(tickets[n], s.outcome, at(s.at))
+					b.resolve(tickets[n], s.outcome, func() time.Time { return at(s.at) })
 				}
 				if got := b.current(); got != s.state {
 					t.Fatalf("step %d: state %v, want %v (changes %v)", i, got, s.state, changes)

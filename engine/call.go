@@ -144,8 +144,7 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 	slots := e.slotMap()
 	for resent := false; ; resent = true {
 		br, node := e.breakerFor(ctx, c)
-		start := e.clock()
-		t, ok := br.acquire(start)
+		t, ok := br.acquire(e.clock)
 		if !ok {
 			if node {
 				// The node may have lost its slots in a failover: the traffic that would
@@ -154,18 +153,17 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 			}
 			return algorithms.Reply{}, ClassBackend, ErrBreakerOpen
 		}
-		rep, err := e.exec(ctx, e.backend, c)
-		// An in-process call takes microseconds: the clock is read again only for a
-		// hook that reports its duration.
-		end := start
-		if !inProcess || e.hooks.Called != nil {
-			end = e.clock()
-		}
+		// The clock times a call only for the hook (the breaker reads it when it must).
+		var start time.Time
 		if e.hooks.Called != nil {
-			e.hooks.Called(CallStats{Op: string(c.Op), Rules: len(c.Rules), Duration: end.Sub(start), Err: err})
+			start = e.clock()
+		}
+		rep, err := e.exec(ctx, e.backend, c)
+		if e.hooks.Called != nil {
+			e.hooks.Called(CallStats{Op: string(c.Op), Rules: len(c.Rules), Duration: e.clock().Sub(start), Err: err})
 		}
 		if err == nil {
-			br.resolve(t, succeeded, end)
+			br.resolve(t, succeeded, e.clock)
 			if sent != 0 && rep.Server > 0 {
 				e.server.observe(sent, e.clock().UnixMicro(), rep.Server)
 			}
@@ -173,7 +171,7 @@ func (e *Engine) call(ctx context.Context, c *algorithms.Call) (algorithms.Reply
 			return rep, ClassBackend, nil
 		}
 		class := classify(caller, err)
-		br.resolve(t, outcomeOf(class, err), end)
+		br.resolve(t, outcomeOf(class, err), e.clock)
 		switch class {
 		case ClassScript:
 			err = fmt.Errorf("%w: %w", ErrScript, err)

@@ -635,15 +635,15 @@ func (e *Engine) collect(r dsl.Request, n int64, req int, out []pending, gone []
 			if m := ru.Algorithm.MaxCost; m > 0 && cost*n > m {
 				return nil, nil, false, fmt.Errorf("%w: policy %q rule %q: a cost of %d, where algorithm %q takes at most %d a request (max_cost)", ErrRequest, p.Name, ru.Name, cost*n, ru.Algorithm.Name, m)
 			}
-			var c algorithms.Rule
-			c, buf, err = e.callRule(buf, p, ru, shard, r, cost*n)
-			if err != nil {
+			// The rule is written in place: a call's rule is a large value to copy.
+			out = append(out, pending{policy: p, rule: ru, client: p.Clock == dsl.ClockClient, req: req})
+			c := &out[len(out)-1].call
+			if buf, err = e.callRuleInto(c, buf, p, ru, shard, r, cost*n); err != nil {
 				return nil, nil, false, err
 			}
 			if ru.Algorithm.HasLease() {
 				c.Lease = e.leasePrefix + strconv.FormatUint(e.leaseSeq.Add(1), 36)
 			}
-			out = append(out, pending{policy: p, rule: ru, call: c, client: p.Clock == dsl.ClockClient, req: req})
 		}
 		for _, u := range p.Unlimited {
 			if unlimited && len(u.Replaces) == 0 {
@@ -1085,18 +1085,29 @@ func shardOf(p *dsl.Policy, r dsl.Request) (string, error) {
 // shard value is shard: its key as decisions render it (into buf, returned for reuse), its
 // parameters, and its flags. The lease is the caller's.
 func (e *Engine) callRule(buf []byte, p *dsl.Policy, ru *dsl.Rule, shard string, r dsl.Request, cost int64) (algorithms.Rule, []byte, error) {
+	var c algorithms.Rule
+	buf, err := e.callRuleInto(&c, buf, p, ru, shard, r, cost)
+	return c, buf, err
+}
+
+// callRuleInto is callRule, writing the rule to c.
+func (e *Engine) callRuleInto(c *algorithms.Rule, buf []byte, p *dsl.Policy, ru *dsl.Rule, shard string, r dsl.Request, cost int64) ([]byte, error) {
 	key, err := ru.Key.String(r)
 	if err != nil {
-		return algorithms.Rule{}, buf, fmt.Errorf("%w: policy %q rule %q key: %v", ErrRequest, p.Name, ru.Name, err)
+		return buf, fmt.Errorf("%w: policy %q rule %q key: %v", ErrRequest, p.Name, ru.Name, err)
 	}
 	wire, err := ru.Wire(r)
 	if err != nil {
-		return algorithms.Rule{}, buf, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
+		return buf, fmt.Errorf("%w: policy %q: %v", ErrRequest, p.Name, err)
 	}
 	buf = renderKey(buf, p.Name, ru.Name, e.plan.tags[ru], p.Shard != nil, shard, key, ru.HasFurtherKeys())
-	c := algorithms.Rule{Key: string(buf), Algorithm: ru.Algorithm, Cost: cost, Shadow: ru.Shadow, Params: wire, Box: ru.Box, Overridable: ru.Overridable, Lists: ru.Lists}
+	c.Key, c.Algorithm, c.Cost, c.Params = string(buf), ru.Algorithm, cost, wire
+	c.Shadow, c.Box, c.Overridable, c.Lists = ru.Shadow, ru.Box, ru.Overridable, ru.Lists
 	if s := e.plan.spans[ru]; s != nil {
 		c.Calendar, c.Span = true, *s.around(e.clock())
 	}
-	return c.Compile(e.plan.compiled[ru]), buf, nil
+	if k := e.plan.compiled[ru]; k != nil {
+		*c = c.Compile(k)
+	}
+	return buf, nil
 }
