@@ -8,8 +8,8 @@ SHELL := /bin/bash
 
 # Fuzz targets run by `make fuzz`, as space-separated pkg:FuzzName pairs with pkg
 # relative to the repository root, e.g. internal/policy:FuzzParse.
-FUZZ_TARGETS ?= algorithms:FuzzTrace dsl:FuzzLoad dsl:FuzzFormat dsl:FuzzTemplateKey dsl:FuzzProgMatchesHCL engine:FuzzRenderKey httplimit:FuzzHeaders verify:FuzzVerify fuzz:FuzzCommands fuzz:FuzzAlgorithms
-# Per target in `make test`: 10 targets × 6s, a smoke run; run longer by hand (FUZZTIME=5m make fuzz).
+FUZZ_TARGETS ?= algorithms:FuzzTrace dsl:FuzzLoad dsl:FuzzFormat dsl:FuzzTemplateKey dsl:FuzzProgMatchesHCL engine:FuzzRenderKey httplimit:FuzzHeaders verify:FuzzVerify fuzz:FuzzCommands fuzz:FuzzAlgorithms native:FuzzNative
+# Per target in `make test`: 11 targets × 6s, a smoke run; run longer by hand (FUZZTIME=5m make fuzz).
 FUZZTIME ?= 6s
 
 .PHONY: test redis-deps browser-deps node-deps vet race bench-tests differential proofs fuzz bench bench-serve build playground
