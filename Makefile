@@ -60,10 +60,11 @@ race:
 	@echo "race: go test -race ./... (compiles every package with the race detector first: about a minute before the first result)"
 	RLCTL_REQUIRE_REDIS=1 RLCTL_REQUIRE_NODE=1 $(GO) test -race -count=1 -timeout 20m -json ./... | $(GO) run ./internal/testprogress
 
-# The differential suite again without the race detector, with 1,000 random traces
-# per algorithm: real redis-server, luahost and the reference models must agree on each.
+# The differential suites again without the race detector, with 1,000 random traces
+# per algorithm: real redis-server, luahost and the reference models must agree on each,
+# and native's store (engine.NewNative's) with luahost and redis-server (about 25 s).
 differential:
-	RLCTL_REQUIRE_REDIS=1 RLCTL_TRACES=1000 $(GO) test -count=1 -run 'MatchesModel' ./algorithms
+	RLCTL_REQUIRE_REDIS=1 RLCTL_TRACES=1000 $(GO) test -count=1 -run 'MatchesModel|NativeMatchesLua' ./algorithms ./native
 
 # The tests that skip under the race detector: those that run verify at its default
 # budget (the plugin catalogue: every buggy plugin caught, every correct one passing; the
