@@ -8,8 +8,8 @@ SHELL := /bin/bash
 
 # Fuzz targets run by `make fuzz`, as space-separated pkg:FuzzName pairs with pkg
 # relative to the repository root, e.g. internal/policy:FuzzParse.
-FUZZ_TARGETS ?= algorithms:FuzzTrace dsl:FuzzLoad dsl:FuzzFormat dsl:FuzzTemplateKey dsl:FuzzProgMatchesHCL engine:FuzzRenderKey httplimit:FuzzHeaders verify:FuzzVerify fuzz:FuzzCommands fuzz:FuzzAlgorithms
-# Per target in `make test`: 10 targets × 6s, a smoke run; run longer by hand (FUZZTIME=5m make fuzz).
+FUZZ_TARGETS ?= algorithms:FuzzTrace dsl:FuzzLoad dsl:FuzzFormat dsl:FuzzTemplateKey dsl:FuzzProgMatchesHCL engine:FuzzRenderKey httplimit:FuzzHeaders verify:FuzzVerify fuzz:FuzzCommands fuzz:FuzzAlgorithms native:FuzzNative
+# Per target in `make test`: 11 targets × 6s, a smoke run; run longer by hand (FUZZTIME=5m make fuzz).
 FUZZTIME ?= 6s
 
 .PHONY: test redis-deps browser-deps node-deps vet race bench-tests differential proofs fuzz bench bench-serve build playground
@@ -60,10 +60,11 @@ race:
 	@echo "race: go test -race ./... (compiles every package with the race detector first: about a minute before the first result)"
 	RLCTL_REQUIRE_REDIS=1 RLCTL_REQUIRE_NODE=1 $(GO) test -race -count=1 -timeout 20m -json ./... | $(GO) run ./internal/testprogress
 
-# The differential suite again without the race detector, with 1,000 random traces
-# per algorithm: real redis-server, luahost and the reference models must agree on each.
+# The differential suites again without the race detector, with 1,000 random traces
+# per algorithm: real redis-server, luahost and the reference models must agree on each,
+# and native's store (engine.NewNative's) with luahost and redis-server (about 25 s).
 differential:
-	RLCTL_REQUIRE_REDIS=1 RLCTL_TRACES=1000 $(GO) test -count=1 -run 'MatchesModel' ./algorithms
+	RLCTL_REQUIRE_REDIS=1 RLCTL_TRACES=1000 $(GO) test -count=1 -run 'MatchesModel|NativeMatchesLua' ./algorithms ./native
 
 # The tests that skip under the race detector: those that run verify at its default
 # budget (the plugin catalogue: every buggy plugin caught, every correct one passing; the

@@ -162,7 +162,7 @@ t = now
 end
 local skew = t - now
 if cost > CAPACITY then
-return 0, floor(l / PERIOD), -1, skew + ceil((FULL - l) / RATE), CAPACITY
+return 0, nonneg(floor(l / PERIOD)), -1, skew + ceil((FULL - l) / RATE), CAPACITY
 end
 local c = cost * PERIOD
 if l >= c then
@@ -171,7 +171,7 @@ local reset = skew + ceil((FULL - l2) / RATE)
 local remaining = floor(l2 / PERIOD)
 return 1, remaining, 0, reset, CAPACITY, l2, remaining + cost, skew + ceil((FULL - l) / RATE), t, reset
 end
-return 0, floor(l / PERIOD), skew + ceil((c - l) / RATE), skew + ceil((FULL - l) / RATE), CAPACITY
+return 0, nonneg(floor(l / PERIOD)), skew + ceil((c - l) / RATE), skew + ceil((FULL - l) / RATE), CAPACITY
 end
 local function commit(key, l2, t, ttl)
 call('HSET', key, 'l', l2, 't', t)
@@ -194,7 +194,7 @@ t = now
 end
 local skew = t - now
 if cost > CAPACITY then
-return 0, floor((FULL - l) / PERIOD), -1, skew + ceil(l / RATE), CAPACITY
+return 0, nonneg(floor((FULL - l) / PERIOD)), -1, skew + ceil(l / RATE), CAPACITY
 end
 local l2 = l + cost * PERIOD
 if l2 <= FULL then
@@ -202,7 +202,7 @@ local reset = skew + ceil(l2 / RATE)
 local remaining = floor((FULL - l2) / PERIOD)
 return 1, remaining, 0, reset, CAPACITY, l2, remaining + cost, skew + ceil(l / RATE), t, reset
 end
-return 0, floor((FULL - l) / PERIOD), skew + ceil((l2 - FULL) / RATE), skew + ceil(l / RATE), CAPACITY
+return 0, nonneg(floor((FULL - l) / PERIOD)), skew + ceil((l2 - FULL) / RATE), skew + ceil(l / RATE), CAPACITY
 end
 local function commit(key, l2, t, ttl)
 call('HSET', key, 'l', l2, 't', t)

@@ -13,10 +13,10 @@ import (
 
 // TestFastRulesMatchTheirAlgorithms holds every fast rule (fast.go) to its algorithm's
 // Lua: the same random calls (checks of every cost from peeks to more than the limit, in
-// stacks with another rule, refunds, client clocks that go back, clock skew), on one
-// host to a script where the rule is compiled and so decided by its fast check and
-// commit, and on another to a script where the same rule is written out and decided by
-// its algorithm's functions. Every reply must be the same, and so must the rule's key
+// stacks with another rule, refunds, owes that leave the key in debt, client clocks that
+// go back, clock skew), on one host to a script where the rule is compiled and so decided
+// by its fast check and commit, and on another to a script where the same rule is written
+// out and decided by its algorithm's functions. Every reply must be the same, and so must the rule's key
 // afterwards: its type, its value or fields, and its TTL.
 func TestFastRulesMatchTheirAlgorithms(t *testing.T) {
 	r := rand.New(rand.NewPCG(17, 19))
@@ -106,6 +106,8 @@ func fastMatches(t *testing.T, r *rand.Rand, a *Algorithm, params []int64, other
 		}
 		if r.IntN(8) == 0 {
 			call.Op = OpRefund
+		} else if a.CarriesDebt() && r.IntN(10) == 0 {
+			call.Op = OpOwe // a debt: the key past its limit, which the fast check reads
 		}
 		cost := r.Int64N(limit + 3)
 		if r.IntN(2) == 0 {

@@ -11,7 +11,8 @@ import (
 // match), statement for statement, in the same float64 arithmetic as the Lua's numbers,
 // so that every reply and every value written is the Lua's to the bit. Products that feed
 // a sum are converted to float64 explicitly, which keeps the compiler from fusing them
-// (the Lua rounds each operation). TestKernelsMatchTheLua holds them to the Lua.
+// (the Lua rounds each operation). TestNativeMatchesLua (differential_test.go) holds them
+// to the Lua, on luahost and on Redis.
 
 // alg names a key's layout: the algorithm that keeps it.
 type alg uint8
@@ -153,6 +154,8 @@ func (k *kernel) gcra(e *entry, now, cost float64) verdict {
 	return verdict{remaining: nonneg(math.Floor((CAP - d) / PERIOD)), retry: -1, reset: reset, limit: BURST}
 }
 
+// tokenBucket is fast_token_bucket's check. A key in debt (an owe took its tokens below
+// zero) is denied with 0 remaining, as token_bucket.lua's check replies.
 func (k *kernel) tokenBucket(e *entry, now, cost float64) verdict {
 	CAPACITY, RATE, PERIOD, FULL := k.p[0], k.p[1], k.p[2], k.p[3]
 	var l, t float64
@@ -171,7 +174,7 @@ func (k *kernel) tokenBucket(e *entry, now, cost float64) verdict {
 	}
 	skew := t - now
 	if cost > CAPACITY {
-		return verdict{remaining: math.Floor(l / PERIOD), retry: -1, reset: skew + math.Ceil((FULL-l)/RATE), limit: CAPACITY}
+		return verdict{remaining: nonneg(math.Floor(l / PERIOD)), retry: -1, reset: skew + math.Ceil((FULL-l)/RATE), limit: CAPACITY}
 	}
 	c := float64(cost * PERIOD)
 	if l >= c {
@@ -181,9 +184,11 @@ func (k *kernel) tokenBucket(e *entry, now, cost float64) verdict {
 		return verdict{ok: true, remaining: remaining, reset: reset, limit: CAPACITY,
 			peekRemaining: remaining + cost, peekReset: skew + math.Ceil((FULL-l)/RATE), w: [4]float64{l2, t}, ttl: reset}
 	}
-	return verdict{remaining: math.Floor(l / PERIOD), retry: skew + math.Ceil((c-l)/RATE), reset: skew + math.Ceil((FULL-l)/RATE), limit: CAPACITY}
+	return verdict{remaining: nonneg(math.Floor(l / PERIOD)), retry: skew + math.Ceil((c-l)/RATE), reset: skew + math.Ceil((FULL-l)/RATE), limit: CAPACITY}
 }
 
+// leakyBucket is fast_leaky_bucket's check. A key in debt (an owe filled it past its
+// capacity) is denied with 0 remaining, as leaky_bucket.lua's check replies.
 func (k *kernel) leakyBucket(e *entry, now, cost float64) verdict {
 	CAPACITY, RATE, PERIOD, FULL := k.p[0], k.p[1], k.p[2], k.p[3]
 	var l, t float64
@@ -202,7 +207,7 @@ func (k *kernel) leakyBucket(e *entry, now, cost float64) verdict {
 	}
 	skew := t - now
 	if cost > CAPACITY {
-		return verdict{remaining: math.Floor((FULL - l) / PERIOD), retry: -1, reset: skew + math.Ceil(l/RATE), limit: CAPACITY}
+		return verdict{remaining: nonneg(math.Floor((FULL - l) / PERIOD)), retry: -1, reset: skew + math.Ceil(l/RATE), limit: CAPACITY}
 	}
 	l2 := l + float64(cost*PERIOD)
 	if l2 <= FULL {
@@ -211,7 +216,7 @@ func (k *kernel) leakyBucket(e *entry, now, cost float64) verdict {
 		return verdict{ok: true, remaining: remaining, reset: reset, limit: CAPACITY,
 			peekRemaining: remaining + cost, peekReset: skew + math.Ceil(l/RATE), w: [4]float64{l2, t}, ttl: reset}
 	}
-	return verdict{remaining: math.Floor((FULL - l) / PERIOD), retry: skew + math.Ceil((l2-FULL)/RATE), reset: skew + math.Ceil(l/RATE), limit: CAPACITY}
+	return verdict{remaining: nonneg(math.Floor((FULL - l) / PERIOD)), retry: skew + math.Ceil((l2-FULL)/RATE), reset: skew + math.Ceil(l/RATE), limit: CAPACITY}
 }
 
 func (k *kernel) fixedWindow(e *entry, now, cost float64) verdict {
