@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -57,6 +58,11 @@ type breaker struct {
 	cooldown  time.Duration
 	changed   func(from, to BreakerState) // called with mu held; may be nil
 
+	// quiet is gen<<1 while the breaker is Closed with no failure counted, else
+	// gen<<1 | 1: the state in which a call's acquire and its success change nothing,
+	// read without the lock (the zero breaker is Closed, generation 0).
+	quiet atomic.Uint64
+
 	mu         sync.Mutex
 	state      BreakerState
 	gen        uint64 // bumped on every state change
@@ -73,6 +79,9 @@ type ticket struct {
 
 // acquire reports whether a call may reach the backend at now, and its ticket.
 func (b *breaker) acquire(clock func() time.Time) (ticket, bool) {
+	if q := b.quiet.Load(); q&1 == 0 {
+		return ticket{gen: q >> 1}, true
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var now time.Time
@@ -95,6 +104,9 @@ func (b *breaker) acquire(clock func() time.Time) (ticket, bool) {
 
 // resolve records how t's call ended at now.
 func (b *breaker) resolve(t ticket, o outcome, clock func() time.Time) {
+	if o == succeeded && !t.probe && b.quiet.Load() == t.gen<<1 {
+		return // Closed with no failure counted: a success changes nothing
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if t.gen != b.gen {
@@ -103,8 +115,10 @@ func (b *breaker) resolve(t ticket, o outcome, clock func() time.Time) {
 	switch {
 	case b.state == Closed && o == succeeded:
 		b.failures = 0
+		b.quiet.Store(b.gen << 1)
 	case b.state == Closed && o == failed:
 		b.failures++
+		b.quiet.Store(b.gen<<1 | 1)
 		if b.failures >= b.threshold {
 			b.open(clock())
 		}
@@ -127,6 +141,11 @@ func (b *breaker) set(s BreakerState) {
 	from := b.state
 	b.state, b.failures = s, 0
 	b.gen++
+	if s == Closed {
+		b.quiet.Store(b.gen << 1)
+	} else {
+		b.quiet.Store(b.gen<<1 | 1)
+	}
 	if b.changed != nil && from != s {
 		b.changed(from, s)
 	}
