@@ -717,40 +717,46 @@ var identity = func() []int {
 // where compiling the script would otherwise be paid inside a decision's deadline).
 type loader interface{ load(*algorithms.Script) }
 
-// decisionWith is a Decision and room for the rules of a request of N rules or fewer,
-// allocated together.
-type decisionWith[N ruleRoom] struct {
+// decisionWith is a Decision and room for a request of up to as many rules as R holds:
+// their results, and their first call's rules (C), allocated together.
+type decisionWith[R ruleRoom, C callRoom] struct {
 	d     Decision
-	rules N
+	rules R
+	calls C
 }
 
-// ruleRoom is the room decisionWith holds.
+// ruleRoom and callRoom are the room decisionWith holds.
 type ruleRoom interface {
 	[1]RuleResult | [2]RuleResult | [4]RuleResult
 }
 
-// newDecision returns an allowing Decision with n rules, in one allocation of its size
-// when n is small.
-func newDecision(n int) *Decision {
+type callRoom interface {
+	[1]algorithms.Rule | [2]algorithms.Rule | [4]algorithms.Rule
+}
+
+// newDecision returns an allowing Decision with n rules and room for the rules of its
+// first call (nil when n is large), in one allocation of its size when n is small.
+func newDecision(n int) (*Decision, []algorithms.Rule) {
 	var d *Decision
+	var calls []algorithms.Rule
 	switch {
 	case n == 1:
-		b := &decisionWith[[1]RuleResult]{}
-		d = &b.d
+		b := &decisionWith[[1]RuleResult, [1]algorithms.Rule]{}
+		d, calls = &b.d, b.calls[:]
 		d.Rules = b.rules[:]
 	case n == 2:
-		b := &decisionWith[[2]RuleResult]{}
-		d = &b.d
+		b := &decisionWith[[2]RuleResult, [2]algorithms.Rule]{}
+		d, calls = &b.d, b.calls[:]
 		d.Rules = b.rules[:]
 	case n <= 4:
-		b := &decisionWith[[4]RuleResult]{}
-		d = &b.d
+		b := &decisionWith[[4]RuleResult, [4]algorithms.Rule]{}
+		d, calls = &b.d, b.calls[:n:n]
 		d.Rules = b.rules[:n:n]
 	default:
 		d = &Decision{Rules: make([]RuleResult, n)}
 	}
 	d.Allowed, d.Decider = true, -1
-	return d
+	return d, calls
 }
 
 // MaxRules is the most rules one decision (Allow, AllowN, Peek, AllowAll) may check: a
@@ -854,7 +860,7 @@ func (e *Engine) run(ctx context.Context, all, uniq []pending, fan []int, chargi
 // reserve the earliest slot within wait µs (Wait): the rules must then make one call.
 // keep records in an allowed Decision every group's charge (Decision.charges, for Settle).
 func (e *Engine) evaluate(ctx context.Context, all, uniq []pending, fan []int, charging bool, most, wait int64, keep bool) (*Decision, error) {
-	d := newDecision(len(all))
+	d, first := newDecision(len(all))
 	for i := range all {
 		d.Rules[i] = e.result(&all[i])
 		if fan != nil {
@@ -900,7 +906,12 @@ func (e *Engine) evaluate(ctx context.Context, all, uniq []pending, fan []int, c
 		return nil, fmt.Errorf("%w: the request's rules need %d calls (hash slots of a cluster, or policies of both clocks), and a slot is reserved in one atomic call: give the policies a shard, and one clock", ErrRequest, len(groups))
 	}
 	for gi, g := range groups {
-		call := algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime, Rules: make([]algorithms.Rule, len(g.idx))}
+		call := algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime}
+		if n := len(g.idx); gi == 0 && n <= len(first) {
+			call.Rules = first[:n:n] // the first call's rules live in the decision
+		} else {
+			call.Rules = make([]algorithms.Rule, n)
+		}
 		if most > 0 {
 			call.Op, call.Units = algorithms.OpMost, units
 		}

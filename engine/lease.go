@@ -95,7 +95,7 @@ func (e *Engine) leasedDecision(ctx context.Context, rules []pending) (_ *Decisi
 		return nil, false, nil // no leased rule applies: the usual path (no_rules included)
 	}
 	e.sweepLeases(ctx)
-	d := newDecision(len(rules))
+	d, _ := newDecision(len(rules))
 	var taken []spent
 	var denied bool
 	for attempt := 0; ; attempt++ {
