@@ -718,10 +718,11 @@ var identity = func() []int {
 type loader interface{ load(*algorithms.Script) }
 
 // decisionWith is a Decision and room for a request of up to as many rules as R holds:
-// their results, and their first call's rules (C), allocated together.
+// their results, and its first call and that call's rules (C), allocated together.
 type decisionWith[R ruleRoom, C callRoom] struct {
 	d     Decision
 	rules R
+	call  algorithms.Call
 	calls C
 }
 
@@ -734,29 +735,30 @@ type callRoom interface {
 	[1]algorithms.Rule | [2]algorithms.Rule | [4]algorithms.Rule
 }
 
-// newDecision returns an allowing Decision with n rules and room for the rules of its
-// first call (nil when n is large), in one allocation of its size when n is small.
-func newDecision(n int) (*Decision, []algorithms.Rule) {
+// newDecision returns an allowing Decision with n rules and room for its first call,
+// whose Rules has room for n (none when n is large), in one allocation of its size when n
+// is small.
+func newDecision(n int) (*Decision, *algorithms.Call) {
 	var d *Decision
-	var calls []algorithms.Rule
+	var first *algorithms.Call
 	switch {
 	case n == 1:
 		b := &decisionWith[[1]RuleResult, [1]algorithms.Rule]{}
-		d, calls = &b.d, b.calls[:]
-		d.Rules = b.rules[:]
+		d, first = &b.d, &b.call
+		d.Rules, first.Rules = b.rules[:], b.calls[:]
 	case n == 2:
 		b := &decisionWith[[2]RuleResult, [2]algorithms.Rule]{}
-		d, calls = &b.d, b.calls[:]
-		d.Rules = b.rules[:]
+		d, first = &b.d, &b.call
+		d.Rules, first.Rules = b.rules[:], b.calls[:]
 	case n <= 4:
 		b := &decisionWith[[4]RuleResult, [4]algorithms.Rule]{}
-		d, calls = &b.d, b.calls[:n:n]
-		d.Rules = b.rules[:n:n]
+		d, first = &b.d, &b.call
+		d.Rules, first.Rules = b.rules[:n:n], b.calls[:n:n]
 	default:
-		d = &Decision{Rules: make([]RuleResult, n)}
+		d, first = &Decision{Rules: make([]RuleResult, n)}, &algorithms.Call{}
 	}
 	d.Allowed, d.Decider = true, -1
-	return d, calls
+	return d, first
 }
 
 // MaxRules is the most rules one decision (Allow, AllowN, Peek, AllowAll) may check: a
@@ -906,12 +908,15 @@ func (e *Engine) evaluate(ctx context.Context, all, uniq []pending, fan []int, c
 		return nil, fmt.Errorf("%w: the request's rules need %d calls (hash slots of a cluster, or policies of both clocks), and a slot is reserved in one atomic call: give the policies a shard, and one clock", ErrRequest, len(groups))
 	}
 	for gi, g := range groups {
-		call := algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime}
-		if n := len(g.idx); gi == 0 && n <= len(first) {
-			call.Rules = first[:n:n] // the first call's rules live in the decision
+		var call *algorithms.Call
+		if n := len(g.idx); gi == 0 && n <= len(first.Rules) {
+			// The first call lives in the decision's allocation, its rules too.
+			call = first
+			call.Rules = call.Rules[:n:n]
 		} else {
-			call.Rules = make([]algorithms.Rule, n)
+			call = &algorithms.Call{Rules: make([]algorithms.Rule, n)}
 		}
+		call.Op, call.Now = algorithms.OpCheck, algorithms.ServerTime
 		if most > 0 {
 			call.Op, call.Units = algorithms.OpMost, units
 		}
@@ -924,7 +929,7 @@ func (e *Engine) evaluate(ctx context.Context, all, uniq []pending, fan []int, c
 		for k, i := range g.idx {
 			call.Rules[k] = rules[i].call
 		}
-		res, err := e.check(ctx, &call, rules, g)
+		res, err := e.check(ctx, call, rules, g)
 		if err != nil {
 			e.refund(ctx, done)
 			return nil, err
