@@ -11,7 +11,7 @@
 //     on_error = "local" fallback.
 //   - NewLocal: in process, every call the script itself on a luahost.Host, as verify,
 //     simulate and the playground run it: what they prove is the Lua that Redis runs.
-//     About five times the cost of NewNative per decision (BENCHMARKS.md).
+//     About seven times the cost of NewNative per decision (BENCHMARKS.md).
 //
 // # Quota leases
 //
