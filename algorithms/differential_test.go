@@ -5,25 +5,16 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
 	"testing"
 
 	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/internal/traces"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
-// traceCount is the number of random traces per algorithm: RLCTL_TRACES when set (make
-// test runs 1000 without the race detector), else 1000, or 200 under -short or -race.
-func traceCount() int {
-	if n, err := strconv.Atoi(os.Getenv("RLCTL_TRACES")); err == nil && n > 0 {
-		return n
-	}
-	if testing.Short() || raceEnabled {
-		return 200
-	}
-	return 1000
-}
+// traceCount is the number of random traces per algorithm (traces.Count).
+func traceCount() int { return traces.Count(testing.Short() || raceEnabled) }
 
 // sameAlgorithm draws keys that all use algorithm a, with different parameters.
 func sameAlgorithm(a *Algorithm) func(*rand.Rand, string) []traceKey {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/rlctl/rlctl/internal/traces"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -153,20 +154,6 @@ func randomOverride(rng *rand.Rand, k traceKey, now, scale int64) *Override {
 	return nil
 }
 
-// stepTime advances the clock: not at all, a little, about a window, or past every TTL.
-func stepTime(rng *rand.Rand, now int64, scale int64) int64 {
-	switch x := rng.IntN(20); {
-	case x < 3:
-		return now
-	case x < 12:
-		return now + rng.Int64N(scale/4+2)
-	case x < 18:
-		return now + rng.Int64N(2*scale+2)
-	default:
-		return now + scale*int64(2+rng.IntN(5)) + rng.Int64N(10_000_000_000)
-	}
-}
-
 // genTrace draws a trace of n calls over keys, answering each with the oracle so that
 // some calls land exactly on a previous denial's retry-after (and one microsecond before).
 // In half the traces the calls come from clients whose clocks are up to a skew behind the
@@ -207,7 +194,7 @@ func genTrace(rng *rand.Rand, keys []traceKey, n int) ([]Call, []Reply, error) {
 			}
 		}
 		if !jumped {
-			now = stepTime(rng, now, scale)
+			now = traces.StepTime(rng, now, scale)
 		}
 		c := Call{Op: OpCheck, Now: now, Skew: skew}
 		if skew > 0 && rng.IntN(4) == 0 {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rlctl/rlctl/algorithms"
 	"github.com/rlctl/rlctl/internal/redistest"
+	"github.com/rlctl/rlctl/internal/traces"
 	"github.com/rlctl/rlctl/luahost"
 )
 
@@ -30,17 +30,8 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
-// traceCount is the number of random traces per algorithm: RLCTL_TRACES when set, else
-// 1000, or 200 under -short or -race.
-func traceCount() int {
-	if n, err := strconv.Atoi(os.Getenv("RLCTL_TRACES")); err == nil && n > 0 {
-		return n
-	}
-	if testing.Short() || raceEnabled {
-		return 200
-	}
-	return 1000
-}
+// traceCount is the number of random traces per algorithm (traces.Count).
+func traceCount() int { return traces.Count(testing.Short() || raceEnabled) }
 
 // traceLen is the number of calls of a trace.
 const traceLen = 40
@@ -274,20 +265,6 @@ func newGen(rng *rand.Rand, tr *trace, stack bool) *gen {
 // parameters changed under it may be far off.
 const maxNow = 4_000_000_000_000_000
 
-// stepTime advances the clock: not at all, a little, about a window, or past every TTL.
-func stepTime(rng *rand.Rand, now, scale int64) int64 {
-	switch x := rng.IntN(20); {
-	case x < 3:
-		return now
-	case x < 12:
-		return now + rng.Int64N(scale/4+2)
-	case x < 18:
-		return now + rng.Int64N(2*scale+2)
-	default:
-		return now + scale*int64(2+rng.IntN(5)) + rng.Int64N(10_000_000_000)
-	}
-}
-
 // clientNow is a client's clock: the true time, or behind it by up to the lag, or behind
 // by up to two of the trace's time scales (behind the window a key is in), or ahead.
 func (g *gen) clientNow() int64 {
@@ -323,7 +300,7 @@ func (g *gen) next() step {
 		}
 	}
 	if !jumped {
-		g.now = stepTime(rng, g.now, g.scale)
+		g.now = traces.StepTime(rng, g.now, g.scale)
 	}
 	g.now = min(g.now, maxNow)
 	s := step{at: g.now, call: algorithms.Call{Op: algorithms.OpCheck, Now: algorithms.ServerTime, Skew: g.skew}}

@@ -1,30 +1,12 @@
 package native
 
 import (
-	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/rlctl/rlctl/algorithms"
+	"github.com/rlctl/rlctl/internal/traces"
 )
-
-// byteSource is a rand.Source that reads its numbers from fuzz input and, once the input
-// is spent, continues with a fixed PCG stream (a constant stream would make rand's
-// rejection sampling loop forever).
-type byteSource struct {
-	b    []byte
-	rest rand.PCG
-}
-
-func (s *byteSource) Uint64() uint64 {
-	if len(s.b) == 0 {
-		return s.rest.Uint64()
-	}
-	var buf [8]byte
-	n := copy(buf[:], s.b)
-	s.b = s.b[n:]
-	return binary.LittleEndian.Uint64(buf[:])
-}
 
 // FuzzNative draws a short trace from the fuzz input (an algorithm or a stack of mixed
 // ones, their parameters, the calls' ops, costs and clocks, the steps of the server's
@@ -38,7 +20,7 @@ func FuzzNative(f *testing.F) {
 	f.Add([]byte{3, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7})
 	s := diffScript()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		rng := rand.New(&byteSource{b: data})
+		rng := rand.New(traces.NewByteSource(data))
 		var a *algorithms.Algorithm
 		if i := rng.IntN(len(decidable) + 1); i < len(decidable) {
 			a = mustAlg(decidable[i])
