@@ -68,7 +68,9 @@ func (s *Store) decide(c *algorithms.Call) (algorithms.Reply, bool, error) {
 	}
 	if allowed {
 		// Every new key first, so that a store at its cap refuses the call before any
-		// write, as Redis refuses a script's write past maxmemory.
+		// write, as Redis refuses a script's write past maxmemory. Room made for one may
+		// free another key of the call: its charge is forgotten with it, as if it had been
+		// evicted just after the call.
 		var added uint
 		for i := range c.Rules {
 			if es[i] != nil || !vs[i].ok || c.Rules[i].Cost == 0 {

@@ -55,9 +55,6 @@ func New(h *luahost.Host, opts ...Option) *Store {
 	return s
 }
 
-// Host returns the host beside the store.
-func (s *Store) Host() *luahost.Host { return s.host }
-
 // Decide decides c in Go and returns its reply as DecodeCallReply would return the
 // script's, or false when the store leaves c to the script (then run it through Hand):
 // an op other than a check, more than eight rules, a rule of another algorithm or with a
