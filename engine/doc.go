@@ -5,8 +5,8 @@
 //
 //   - NewRedis: Redis, Sentinel or Cluster, the script by FCALL (EVALSHA where functions
 //     are missing). Several instances share the counters.
-//   - NewNative: in process, for serving one instance: the built-in algorithms' checks in
-//     Go (package native), everything else the script on a luahost.Host beside them. It
+//   - NewNative: in process, for serving one instance: the built-in algorithms' decisions
+//     in Go (package native), everything else the script on a luahost.Host beside them. It
 //     is the embedded default (the README's, rlctl serve's without -redis) and the
 //     on_error = "local" fallback.
 //   - NewLocal: in process, every call the script itself on a luahost.Host, as verify,
