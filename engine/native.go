@@ -37,6 +37,9 @@ func NewNative(h *luahost.Host, opts ...native.Option) *Native {
 // inProcess marks backends that the decision deadline does not apply to.
 func (*Native) inProcess() {}
 
+// load loads the script on the host ahead of the first call the store leaves to it.
+func (n *Native) load(s *algorithms.Script) { n.local.load(s) }
+
 // Eval implements Backend: the call runs as the script on the host, its keys handed
 // over first.
 func (n *Native) Eval(ctx context.Context, s *algorithms.Script, keys, argv []string) (v any, err error) {
@@ -55,6 +58,3 @@ func (n *Native) Del(ctx context.Context, keys ...string) error {
 func (n *Native) evicted() uint64 {
 	return n.local.evicted() + unreported(n.store.Evicted(), &n.seen)
 }
-
-// Store returns the backend's store of keys decided in Go.
-func (n *Native) Store() *native.Store { return n.store }
