@@ -9,10 +9,10 @@ import (
 	"github.com/rlctl/rlctl/native"
 )
 
-// Native is the embedded Backend for serving: it decides the engine's checks, partial
-// admissions and waits of the built-in algorithms in Go (package native), exactly as the
-// script decides them, and runs everything else (refunds, debts, plugins, penalty boxes,
-// overrides, lists, calendars)
+// Native is the embedded Backend for serving: it decides the engine's calls (checks,
+// partial admissions, waits, refunds, debts) of the built-in algorithms in Go (package
+// native), exactly as the script decides them, and runs everything else (sliding_log,
+// concurrency, plugins, penalty boxes, overrides, lists, calendars)
 // as the script on a luahost.Host, with the keys handed between the two so that each
 // sees what the other wrote. It is what NewLocal is, without the interpreter on the
 // common path: engine.New(NewNative(luahost.New()), plan) decides as

@@ -7,8 +7,8 @@ import (
 )
 
 // decide decides c in Go and returns its reply, or false when the store leaves c to the
-// Lua: an op other than a check, a partial admission or a delayed call (OpCheck, OpMost,
-// OpDelay), more than maxRules rules, a rule without a kernel (see kernelOf), a cost,
+// Lua: an op other than a check, a partial admission, a delayed call, a refund or an owe
+// (of algorithms that carry a debt), more than maxRules rules, a rule without a kernel (see kernelOf), a cost,
 // grant, wait or instant the script would refuse, keys that repeat, a deadline, a key
 // held by the host that does not import, or a key of another layout than its rule's.
 // When it returns false it has changed nothing but where keys are held.
@@ -26,6 +26,7 @@ func (s *Store) decide(c *algorithms.Call) (algorithms.Reply, bool, error) {
 		if c.MaxDelay < 0 || c.MaxDelay > algorithms.MaxInt {
 			return algorithms.Reply{}, false, nil
 		}
+	case algorithms.OpRefund, algorithms.OpOwe:
 	default:
 		return algorithms.Reply{}, false, nil
 	}
@@ -48,6 +49,9 @@ func (s *Store) decide(c *algorithms.Call) (algorithms.Reply, bool, error) {
 			if c.Rules[j].Key == r.Key {
 				return algorithms.Reply{}, false, nil
 			}
+		}
+		if c.Op == algorithms.OpOwe && r.Cost > 0 && !k.carriesDebt() {
+			return algorithms.Reply{}, false, nil // the script's error: its algorithm carries no debt
 		}
 		p.ks[i], shs[i] = k, &s.shards[shardOf(r.Key)]
 	}
@@ -76,8 +80,19 @@ func (s *Store) decide(c *algorithms.Call) (algorithms.Reply, bool, error) {
 	}
 
 	fnow := float64(now)
-	allowed, decider := p.check(fnow, units)
 	slack := float64(c.Skew)
+	switch c.Op {
+	case algorithms.OpRefund:
+		for i := range c.Rules {
+			if cost := c.Rules[i].Cost; cost > 0 && p.ks[i].refund(p.es[i], fnow, float64(cost), nowMs, slack) && p.es[i] != nil {
+				shs[i].del(c.Rules[i].Key, p.es[i])
+			}
+		}
+		return algorithms.Reply{Allowed: true, Now: now, Server: server}, true, nil
+	case algorithms.OpOwe:
+		return s.owe(c, &p, shs[:n], fnow, nowMs, slack, algorithms.Reply{Allowed: true, Now: now, Server: server})
+	}
+	allowed, decider := p.check(fnow, units)
 	rep := algorithms.Reply{Now: now, Server: server}
 	switch c.Op {
 	case algorithms.OpMost:

@@ -24,9 +24,9 @@ import (
 // on the same keys, run three ways (the store beside its host, as engine.Native runs them;
 // luahost alone; a real redis-server), must agree reply for reply, and the store's keys
 // must equal luahost's, value and expiry, after every call. The calls the store decides
-// (checks, partial admissions, delayed calls) are interleaved with calls it leaves to the
-// script (refunds, owes, stacks with a rule of another algorithm), so keys move between
-// the store and its host both ways throughout.
+// (checks, partial admissions, delayed calls, refunds, owes) are interleaved with calls it
+// leaves to the script (stacks with a rule of another algorithm, owes it refuses), so keys
+// move between the store and its host both ways throughout.
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 

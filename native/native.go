@@ -1,13 +1,14 @@
 // Package native decides the built-in algorithms in Go, in process: the rules of the
 // embedded backend (engine.NewNative) without a Lua interpreter on every request.
 //
-// A Store decides a check, a partial admission or a call that may wait (algorithms.OpCheck,
-// OpMost, OpDelay) of up to eight rules of gcra, token_bucket, leaky_bucket, fixed_window
-// and sliding_window that have no penalty box, override, lists or calendar, all or
-// nothing, exactly as the engine script decides it on Redis: the same replies, and the
-// same state, to the bit (the kernels are the Lua's fast checks and commits in the Lua's
-// float64 arithmetic; see kernels.go). Everything else (refunds, debts and the other ops,
-// plugins, the rules' further keys) runs the engine script on the store's luahost.Host,
+// A Store decides a check, a partial admission, a call that may wait, a refund or a debt
+// (algorithms.OpCheck, OpMost, OpDelay, OpRefund, OpOwe) of up to eight rules of gcra,
+// token_bucket, leaky_bucket, fixed_window and sliding_window that have no penalty box,
+// override, lists or calendar, all or nothing, exactly as the engine script decides it on
+// Redis: the same replies, and the same state, to the bit (the kernels are the Lua's fast
+// checks and commits, refunds and owes in the Lua's float64 arithmetic; see kernels.go
+// and settle.go). Everything else (the other ops, other algorithms and plugins, the
+// rules' further keys) runs the engine script on the store's luahost.Host,
 // which holds the keys the store does not: a key moves between the two as Redis would
 // hold it (see Hand), so a call the Lua decides sees what the Go decisions before it
 // wrote, and the other way round. verify and simulate keep running the Lua itself:
