@@ -25,7 +25,7 @@ import (
 // luahost alone; a real redis-server), must agree reply for reply, and the store's keys
 // must equal luahost's, value and expiry, after every call. The calls the store decides
 // (checks, partial admissions, delayed calls, refunds, owes) are interleaved with calls it
-// leaves to the script (stacks with a rule of another algorithm, owes it refuses), so keys
+// leaves to the script (stacks with a rule of another algorithm, instants it refuses), so keys
 // move between the store and its host both ways throughout.
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
