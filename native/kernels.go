@@ -158,20 +158,7 @@ func (k *kernel) gcra(e *entry, now, cost float64) verdict {
 // zero) is denied with 0 remaining, as token_bucket.lua's check replies.
 func (k *kernel) tokenBucket(e *entry, now, cost float64) verdict {
 	CAPACITY, RATE, PERIOD, FULL := k.p[0], k.p[1], k.p[2], k.p[3]
-	var l, t float64
-	if e == nil || e.has&3 != 3 {
-		l, t = FULL, now
-	} else {
-		l, t = e.f[0], e.f[1]
-		if now > t {
-			if now-t >= math.Ceil((FULL-l)/RATE) {
-				l = FULL
-			} else {
-				l = l + float64((now-t)*RATE)
-			}
-			t = now
-		}
-	}
+	l, t := k.tokens(e, now)
 	skew := t - now
 	if cost > CAPACITY {
 		return verdict{remaining: nonneg(math.Floor(l / PERIOD)), retry: -1, reset: skew + math.Ceil((FULL-l)/RATE), limit: CAPACITY}
@@ -191,20 +178,7 @@ func (k *kernel) tokenBucket(e *entry, now, cost float64) verdict {
 // capacity) is denied with 0 remaining, as leaky_bucket.lua's check replies.
 func (k *kernel) leakyBucket(e *entry, now, cost float64) verdict {
 	CAPACITY, RATE, PERIOD, FULL := k.p[0], k.p[1], k.p[2], k.p[3]
-	var l, t float64
-	if e == nil || e.has&3 != 3 {
-		l, t = 0, now
-	} else {
-		l, t = e.f[0], e.f[1]
-		if now > t {
-			if now-t >= math.Ceil(l/RATE) {
-				l = 0
-			} else {
-				l = l - float64((now-t)*RATE)
-			}
-			t = now
-		}
-	}
+	l, t := k.level(e, now)
 	skew := t - now
 	if cost > CAPACITY {
 		return verdict{remaining: nonneg(math.Floor((FULL - l) / PERIOD)), retry: -1, reset: skew + math.Ceil(l/RATE), limit: CAPACITY}
@@ -325,19 +299,8 @@ func (k *kernel) slidingWindow(e *entry, now, cost float64) verdict {
 func (k *kernel) commit(e *entry, v *verdict, nowMs int64, slack float64) {
 	switch k.alg {
 	case algGCRA:
-		// SET key v PX ttl: the TAT now + d2 (scaled by the rate: whole cells and a
-		// remainder).
-		now, d := v.w[0], v.w[1]
-		RATE := k.p[0]
-		e.f[0], e.f[1], e.has = now+d, 0, 1
-		if RATE != 1 {
-			w := math.Floor(d / RATE)
-			e.f[0] = now + w
-			if r := d - float64(w*RATE); r != 0 {
-				e.f[1], e.has = r, 3
-			}
-		}
-		e.expire(nowMs, v.ttl, slack)
+		// SET key (the TAT now + d2) PX ttl.
+		k.store(e, v.w[0], v.w[1], v.ttl, nowMs, slack)
 	case algTokenBucket, algLeakyBucket:
 		e.set(0, v.w[0])
 		e.set(1, v.w[1])
