@@ -106,27 +106,14 @@ func (s *Store) decide(c *algorithms.Call) (algorithms.Reply, bool, error) {
 		}
 	}
 	if allowed {
-		// Every new key first, so that a store at its cap refuses the call before any
-		// write, as Redis refuses a script's write past maxmemory. Room made for one may
-		// free another key of the call: its charge is forgotten with it, as if it had been
-		// evicted just after the call.
-		var added uint
+		var want uint
 		for i := range c.Rules {
-			if p.es[i] != nil || !p.vs[i].ok || c.Rules[i].Cost == 0 {
-				continue
+			if p.vs[i].ok && c.Rules[i].Cost > 0 {
+				want |= 1 << i
 			}
-			key := c.Rules[i].Key
-			e := &entry{alg: p.ks[i].alg}
-			if err := s.add(shs[i], key, e, nowMs); err != nil {
-				for j := range i {
-					if added&(1<<j) != 0 {
-						shs[j].del(c.Rules[j].Key, p.es[j])
-					}
-				}
-				return algorithms.Reply{}, true, err
-			}
-			p.es[i] = e
-			added |= 1 << i
+		}
+		if err := s.addKeys(&p, shs[:n], want, nowMs); err != nil {
+			return algorithms.Reply{}, true, err
 		}
 	}
 	rep.Allowed, rep.Decider, rep.Rules = allowed, decider, make([]algorithms.RuleResult, n)
@@ -143,6 +130,33 @@ func (s *Store) decide(c *algorithms.Call) (algorithms.Reply, bool, error) {
 		rep.Rules[i] = algorithms.RuleResult{Allowed: v.ok, Remaining: int64(v.remaining), RetryAfter: int64(v.retry), ResetAfter: int64(v.reset), Limit: int64(v.limit)}
 	}
 	return rep, true, nil
+}
+
+// addKeys adds an entry for every rule in want (bit i: rule i) whose key the store does
+// not hold, before anything is written, so that a store at its cap refuses the call
+// whole, as Redis refuses a script's write past maxmemory (ErrFull; nothing added stays).
+// Room made for one may free another key of the call: its charge is forgotten with it,
+// as if it had been evicted just after the call.
+func (s *Store) addKeys(p *pass, shs []*shard, want uint, nowMs int64) error {
+	var added uint
+	for i := range p.rules {
+		if want&(1<<i) == 0 || p.es[i] != nil {
+			continue
+		}
+		e := &entry{alg: p.ks[i].alg}
+		if err := s.add(shs[i], p.rules[i].Key, e, nowMs); err != nil {
+			for j := range i {
+				if added&(1<<j) != 0 {
+					shs[j].del(p.rules[j].Key, p.es[j])
+					p.es[j] = nil
+				}
+			}
+			return err
+		}
+		p.es[i] = e
+		added |= 1 << i
+	}
+	return nil
 }
 
 // pass is a call's rules as one decision sees them: their kernels, their keys' entries

@@ -299,8 +299,8 @@ func (k *kernel) slidingWindow(e *entry, now, cost float64) verdict {
 func (k *kernel) commit(e *entry, v *verdict, nowMs int64, slack float64) {
 	switch k.alg {
 	case algGCRA:
-		// SET key (the TAT now + d2) PX ttl.
-		k.store(e, v.w[0], v.w[1], v.ttl, nowMs, slack)
+		// SET key (the TAT now + d2) PX until it has passed (the check's reset).
+		k.store(e, v.w[0], v.w[1], nowMs, slack)
 	case algTokenBucket, algLeakyBucket:
 		e.set(0, v.w[0])
 		e.set(1, v.w[1])

@@ -21,7 +21,7 @@ const maxDebt = 1 << 52
 func (k *kernel) refund(e *entry, now, cost float64, nowMs int64, slack float64) (del bool) {
 	switch k.alg {
 	case algGCRA:
-		RATE, PERIOD := k.p[0], k.p[1]
+		PERIOD := k.p[1]
 		d, live := k.tat(e, now)
 		if !live {
 			return false
@@ -30,11 +30,7 @@ func (k *kernel) refund(e *entry, now, cost float64, nowMs int64, slack float64)
 		if d == 0 {
 			return true
 		}
-		ttl := d
-		if RATE != 1 {
-			ttl = math.Ceil(d / RATE)
-		}
-		k.store(e, now, d, ttl, nowMs, slack)
+		k.store(e, now, d, nowMs, slack)
 	case algTokenBucket:
 		RATE, PERIOD, FULL := k.p[1], k.p[2], k.p[3]
 		l, t := k.tokens(e, now)
@@ -96,17 +92,13 @@ func (k *kernel) carriesDebt() bool { return k.alg != algSlidingWindow }
 func (k *kernel) owe(e *entry, now, cost float64, nowMs int64, slack float64) {
 	switch k.alg {
 	case algGCRA:
-		RATE, PERIOD := k.p[0], k.p[1]
+		PERIOD := k.p[1]
 		d, _ := k.tat(e, now)
 		d += float64(cost * PERIOD)
 		if d > maxDebt {
 			d = maxDebt
 		}
-		ttl := d
-		if RATE != 1 {
-			ttl = math.Ceil(d / RATE)
-		}
-		k.store(e, now, d, ttl, nowMs, slack)
+		k.store(e, now, d, nowMs, slack)
 	case algTokenBucket:
 		RATE, PERIOD, FULL := k.p[1], k.p[2], k.p[3]
 		l, t := k.tokens(e, now)
@@ -165,9 +157,14 @@ func (k *kernel) tat(e *entry, now float64) (float64, bool) {
 	return float64((e.f[0]-now)*k.p[0]) + e.f[1], true
 }
 
-// store is gcra.lua's store: SET key (the TAT now + d scaled by the rate) PX ttl.
-func (k *kernel) store(e *entry, now, d, ttl float64, nowMs int64, slack float64) {
+// store is gcra.lua's store: SET key (the TAT now + d scaled by the rate) PX until the
+// TAT has passed (d, or ceil(d / rate) scaled).
+func (k *kernel) store(e *entry, now, d float64, nowMs int64, slack float64) {
 	RATE := k.p[0]
+	ttl := d
+	if RATE != 1 {
+		ttl = math.Ceil(d / RATE)
+	}
 	e.f[0], e.f[1], e.has = now+d, 0, 1
 	if RATE != 1 {
 		w := math.Floor(d / RATE)
@@ -252,22 +249,14 @@ func (k *kernel) used(e *entry, now float64) usage {
 // returns rep with each rule's values those of a peek at its key afterwards. New keys are
 // added first, so that a store at its cap refuses the call before any write.
 func (s *Store) owe(c *algorithms.Call, p *pass, shs []*shard, now float64, nowMs int64, slack float64, rep algorithms.Reply) (algorithms.Reply, bool, error) {
-	var added uint
+	var want uint
 	for i := range c.Rules {
-		if p.es[i] != nil || c.Rules[i].Cost == 0 {
-			continue
+		if c.Rules[i].Cost > 0 {
+			want |= 1 << i
 		}
-		e := &entry{alg: p.ks[i].alg}
-		if err := s.add(shs[i], c.Rules[i].Key, e, nowMs); err != nil {
-			for j := range i {
-				if added&(1<<j) != 0 {
-					shs[j].del(c.Rules[j].Key, p.es[j])
-				}
-			}
-			return algorithms.Reply{}, true, err
-		}
-		p.es[i] = e
-		added |= 1 << i
+	}
+	if err := s.addKeys(p, shs, want, nowMs); err != nil {
+		return algorithms.Reply{}, true, err
 	}
 	rep.Rules = make([]algorithms.RuleResult, len(c.Rules))
 	for i := range c.Rules {
