@@ -481,6 +481,17 @@ return {same: a === b, length: b.length, differs, tokens, other, style, off};`
 // when.
 func checkHighlight(t *testing.T, d *webDriver, where string) map[string][]string {
 	t.Helper()
+	// A key that scrolls the editor (the caret kept in view) has the browser dispatch the
+	// scroll, and so the layer's syncScroll, at its next frame: read the layer once it has,
+	// or after 300 frames (then what is read says what is wrong).
+	d.waitFor(where+": the layer moved with the editor's scroll", nil, `
+const ta = document.getElementById("text"), shift = document.getElementById("highlight").style.transform;
+window.layerFrames = (window.layerFrames || 0) + 1;
+if (shift === "translate(" + (-ta.scrollLeft) + "px, " + (-ta.scrollTop) + "px)" || shift === "" && ta.scrollLeft === 0 && ta.scrollTop === 0 || window.layerFrames > 300) {
+  window.layerFrames = 0;
+  return true;
+}
+return false`)
 	var h highlightShown
 	d.exec(&h, readHighlightScript)
 	if !h.Same {
