@@ -424,7 +424,7 @@ func (e *Engine) localBackend() Backend {
 		if e.local == nil {
 			opts := append([]luahost.Option{luahost.WithClock(clockFunc(e.clock))}, e.localOpts...)
 			l := NewNative(luahost.New(opts...), e.nativeOpts...)
-			l.load(e.plan.Script())
+			l.local.load(e.plan.Script())
 			e.local = l
 		}
 	})

@@ -37,8 +37,11 @@ func NewNative(h *luahost.Host, opts ...native.Option) *Native {
 // inProcess marks backends that the decision deadline does not apply to.
 func (*Native) inProcess() {}
 
-// load loads the script on the host ahead of the first call the store leaves to it.
-func (n *Native) load(s *algorithms.Script) { n.local.load(s) }
+// A Native backend is no loader (engine.New does not compile the script on its host):
+// most plans never leave a call to the script, and a host that holds the compiled script
+// is heap every collection marks, which made a decision in Go about a fifth dearer where
+// requests are many (bench/cmd/inproc). The first call the store leaves to the script
+// compiles it.
 
 // Eval implements Backend: the call runs as the script on the host, its keys handed
 // over first.
