@@ -210,7 +210,9 @@ call('HSET', key, 'l', l2, 't', t)
 
 // fastFixedWindow is fixed_window's check and commit. Pending: win, n + cost, the TTL
 // (false for a key that holds its window and no debt: it keeps the TTL the window's first
-// write gave it).
+// write gave it), cost. A key that holds its window and no debt is charged with HINCRBY of
+// its count: the same state as writing the window and n + cost, without a number for the
+// server to format (a cost of 1 is sent as the string "1").
 const fastFixedWindow = `local function fast_fixed_window(LIMIT, WINDOW)
 local function check(key, now, cost)
 local win, n, held = floor(now / WINDOW), 0, false
@@ -254,7 +256,7 @@ end
 if held and io == nil then
 ttl = false
 end
-return 1, LIMIT - n - cost, 0, reset, LIMIT, win, LIMIT - n, peek, n + cost, ttl
+return 1, LIMIT - n - cost, 0, reset, LIMIT, win, LIMIT - n, peek, n + cost, ttl, cost
 end
 if io ~= nil then
 local after = io + 1 + ceil(nonneg(d + cost - LIMIT) / l)
@@ -264,10 +266,14 @@ end
 end
 return 0, nonneg(LIMIT - n), to_end, reset, LIMIT
 end
-local function commit(key, win, n, ttl)
-call('HSET', key, 'w', win, 'n', n)
+local function commit(key, win, n, ttl, cost)
 if ttl then
+call('HSET', key, 'w', win, 'n', n)
 call('PEXPIRE', key, ttl_ms(ttl))
+elseif cost == 1 then
+call('HINCRBY', key, 'n', '1')
+else
+call('HINCRBY', key, 'n', cost)
 end
 end
 `

@@ -9,13 +9,15 @@ import (
 // writeStacks): the engine's stacks are mostly of two to four rules.
 const unrolledStacks = 4
 
-// writeStacks writes stack2 .. stack<unrolledStacks>: stack<n>(KEYS, ARGV, now, server_now)
-// decides a check of n compiled rules whose records are complete (see dispatch.lua) as the
+// writeStacks writes stack2 .. stack<unrolledStacks>: stack<n>(KEYS, ARGV, now, server_now,
+// ki, a) decides a check of n compiled rules whose keys are KEYS[ki + 1] .. KEYS[ki + n] and
+// whose ARGV are ARGV[a + 1] .. ARGV[a + 6 + 2n] (its caller checks that count), all their
+// records complete (see dispatch.lua), as the
 // dispatcher's general path does (check every rule, then charge all or none, reporting the
 // rules that would have allowed as a peek when one denies), with every rule's values in
 // locals instead of the general path's tables. It returns nil, having touched nothing, for
-// any call it does not take (a record not complete, a bad cost, repeated keys, another
-// ARGV length): the general path then parses the call and reports what is wrong.
+// any call it does not take (a record not complete, a bad cost, repeated keys): the
+// general path then parses the call and reports what is wrong.
 //
 // Complete records are built-ins', whose check, when it allows a charge, returns after its
 // write the remaining and reset_after that a peek (check with cost 0) would return: a
@@ -23,14 +25,18 @@ const unrolledStacks = 4
 // commit gets check's sixth value and its ninth to eleventh, as the dispatcher calls every
 // commit (a fast rule's pending write: see fast.go).
 //
-// It then writes the table stacks, whose n-th entry is stack<n> (false for n = 1).
+// It then writes the table stacks, whose n-th entry is stack<n> (false for n = 1), and
+// COUNTS, whose n-th entry is n as a call sends it (ARGV[6]), for n from 1 to
+// unrolledStacks: the rule counts of the calls the dispatcher decides without parsing
+// (its quick).
 func writeStacks(b *strings.Builder) {
-	names := []string{"false"}
+	names, counts := []string{"false"}, []string{"'1'"}
 	for n := 2; n <= unrolledStacks; n++ {
 		writeStack(b, n)
 		names = append(names, fmt.Sprintf("stack%d", n))
+		counts = append(counts, fmt.Sprintf("'%d'", n))
 	}
-	fmt.Fprintf(b, "local stacks = {%s}\n\n", strings.Join(names, ", "))
+	fmt.Fprintf(b, "local stacks = {%s}\nlocal COUNTS = {%s}\n\n", strings.Join(names, ", "), strings.Join(counts, ", "))
 }
 
 func writeStack(b *strings.Builder, n int) {
@@ -41,15 +47,14 @@ func writeStack(b *strings.Builder, n int) {
 		}
 		return strings.Join(parts, sep)
 	}
-	fmt.Fprintf(b, "local function stack%d(KEYS, ARGV, now, server_now)\n", n)
-	fmt.Fprintf(b, "if #ARGV ~= %d then\nreturn\nend\n", 6+2*n)
+	fmt.Fprintf(b, "local function stack%d(KEYS, ARGV, now, server_now, ki, a)\n", n)
 	for r := 1; r <= n; r++ {
 		a := 5 + 2*r
 		// cost_arg, with a request's usual "1" told in line.
-		fmt.Fprintf(b, "local c%[1]d, n%[1]d = ready[ARGV[%[2]d]], ARGV[%[3]d]\nif n%[1]d == '1' then\nn%[1]d = 1\nelse\nn%[1]d = cost_arg(n%[1]d)\nend\n", r, a, a+1)
+		fmt.Fprintf(b, "local c%[1]d, n%[1]d = ready[ARGV[a + %[2]d]], ARGV[a + %[3]d]\nif n%[1]d == '1' then\nn%[1]d = 1\nelse\nn%[1]d = cost_arg(n%[1]d)\nend\n", r, a, a+1)
 		fmt.Fprintf(b, "if not (c%[1]d and n%[1]d) then\nreturn\nend\n", r)
 	}
-	fmt.Fprintf(b, "local %s = %s\n", each("k#", ", "), each("KEYS[#]", ", "))
+	fmt.Fprintf(b, "local %s = %s\n", each("k#", ", "), each("KEYS[ki + #]", ", "))
 	var same []string
 	for i := 1; i <= n; i++ {
 		for j := i + 1; j <= n; j++ {

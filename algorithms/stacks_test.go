@@ -21,11 +21,12 @@ var stackParams = map[string][]int64{
 	"sliding_log":    {3, 1_000_000},
 }
 
-// TestUnrolledStacksDecideAsTheGeneralPath runs the same random checks of stacks of two to
-// five compiled rules (shadow or not, costs 0 to 3, over shared keys) through the library
-// form with FCALL, where stacks of up to four complete records take the unrolled path
-// (stack<n>), and through the script form with EVAL, where every call takes the general
-// path: the replies and the keys' contents must be the same after every call.
+// TestUnrolledStacksDecideAsTheGeneralPath runs the same random checks of one to five
+// compiled rules (shadow or not, costs 0 to 3, over shared keys) through the library form
+// with FCALL, where a call of one complete record or a stack of up to four takes the
+// dispatcher's quick path (quick, stack<n>), and through the script form with EVAL, where
+// no record is complete when a call starts and every call takes one or the general path:
+// the replies and the keys' contents must be the same after every call.
 func TestUnrolledStacksDecideAsTheGeneralPath(t *testing.T) {
 	names := []string{"gcra", "token_bucket", "leaky_bucket", "fixed_window", "sliding_window", "sliding_log"}
 	r := rand.New(rand.NewPCG(3, 5))
@@ -48,7 +49,7 @@ func TestUnrolledStacksDecideAsTheGeneralPath(t *testing.T) {
 	allowed, denied := 0, 0
 	for i := range 3000 {
 		clock.Advance(time.Duration(r.IntN(400_000)) * time.Microsecond)
-		n := 2 + r.IntN(4)
+		n := 1 + r.IntN(5)
 		c := Call{Op: OpCheck, Now: ServerTime}
 		for _, k := range r.Perm(len(rules))[:n] {
 			c.Rules = append(c.Rules, Rule{Key: fmt.Sprintf("k%d:%d", k, r.IntN(3)), Algorithm: rules[k].Algorithm,

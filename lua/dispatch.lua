@@ -772,6 +772,55 @@ local function one(KEYS, ARGV, op, units, now, server_now)
   return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
 end
 
+-- usual tells whether the call whose ARGV are ARGV[a + 1] .. is what the engine sends
+-- most: a check of k rules (COUNTS[k], written with stacks) on the server clock, with no clock skew, and no
+-- deadline or a well-formed one that server_now has not passed. quick decides it (or
+-- declines it, for decide to parse); any other call is decide's, which also says what is
+-- wrong with a malformed one.
+local function usual(ARGV, a, k, server_now)
+  if ARGV[a + 2] ~= 'check' or ARGV[a + 6] ~= COUNTS[k] or ARGV[a + 3] ~= '' or ARGV[a + 5] ~= '' or ARGV[a + 1] ~= PROTOCOL then
+    return false
+  end
+  local dl = ARGV[a + 4]
+  if dl ~= '' then
+    local d = tonumber(dl)
+    if d == nil or d < server_now or floor(d) ~= d or d > MAX_INT then
+      return false
+    end
+  end
+  return true
+end
+
+-- quick decides a usual call (see usual) of k keys, KEYS[ki + 1] .. KEYS[ki + k], whose
+-- ARGV are ARGV[a + 1] .. ARGV[a + 6 + 2k], where they lie (a batch copies nothing), at
+-- now, the server clock: a call of one compiled rule whose record is complete (ready) as
+-- one decides it, a stack as stacks[k] does; the same reply and the same writes. It
+-- returns nil, having touched nothing, for a call they do not take.
+local function quick(KEYS, ARGV, ki, a, k, now)
+  TTL_SLACK = 0
+  if k > 1 then
+    return stacks[k](KEYS, ARGV, now, now, ki, a)
+  end
+  local c, cost = ready[ARGV[a + 7]], ARGV[a + 8]
+  if cost == '1' then
+    cost = 1
+  else
+    cost = cost_arg(cost)
+  end
+  if c == nil or cost == nil then
+    return nil
+  end
+  local key = KEYS[ki + 1]
+  local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = c[9](key, now, cost, c[3])
+  if ok == 0 and not c[2] then
+    return {0, 1, now, now, ok, remaining, retry, reset, limit}
+  end
+  if write and cost > 0 then
+    c[10](key, write, w2, w3, w4)
+  end
+  return {1, 0, now, now, ok, remaining, retry, reset, limit}
+end
+
 -- first: this is the first call of this run of the script's text, which binds the
 -- prelude's locals (bind) and calls redis.replicate_commands. Under EVAL the text runs
 -- afresh on every call; a library (FUNCTION LOAD: Redis 7, which replicates effects
@@ -860,8 +909,8 @@ local function decide(KEYS, ARGV, t)
   -- stack, is decided with every value in a local (stacks[n], written with the compiled
   -- rules); any other call, or one it does not take, goes the general way below.
   local unrolled = stacks[n]
-  if unrolled and op == 'check' then
-    local out = unrolled(KEYS, ARGV, now, server_now)
+  if unrolled and op == 'check' and #ARGV == 6 + 2 * n then
+    local out = unrolled(KEYS, ARGV, now, server_now, 0, 0)
     if out then
       return out
     end
@@ -1064,27 +1113,40 @@ local function batch(KEYS, ARGV)
   -- One clock read for the batch: its calls are decided at the instant it starts, as
   -- one call's rules are, and each call's deadline is checked against it.
   local t = call('TIME')
+  local server_now = t[1] * 1000000 + t[2]
   for i = 1, m do
-    local k, v = int_arg(ARGV[a], 0), int_arg(ARGV[a + 1], 1)
+    local k, v = ARGV[a], ARGV[a + 1]
+    if k == '1' and v == '8' then
+      k, v = 1, 8
+    else
+      k, v = int_arg(k, 0), int_arg(v, 1)
+    end
     if k == nil or v == nil or ki + k > nk or a + 1 + v > na then
       return redis.error_reply('RLCTL batch call ' .. i .. ': bad key or value count')
     end
-    -- The call's own KEYS and ARGV: copied by unpack (one call) while they are small,
-    -- element by element beyond (unpack's results live on Lua's stack, which is bounded).
-    local keys, argv
     a = a + 1
-    if v <= BATCH_UNPACK then
-      keys, argv = {unpack(KEYS, ki + 1, ki + k)}, {unpack(ARGV, a + 1, a + v)}
-    else
-      keys, argv = {}, {}
-      for j = 1, k do
-        keys[j] = KEYS[ki + j]
-      end
-      for j = 1, v do
-        argv[j] = ARGV[a + j]
-      end
+    local ok, reply
+    if COUNTS[k] and v == 6 + 2 * k and usual(ARGV, a, k, server_now) then
+      -- The usual call, decided where it lies (quick).
+      ok, reply = pcall(quick, KEYS, ARGV, ki, a, k, server_now)
     end
-    local ok, reply = pcall(decide, keys, argv, t)
+    if ok == nil or ok and reply == nil then
+      -- The call's own KEYS and ARGV: copied by unpack (one call) while they are small,
+      -- element by element beyond (unpack's results live on Lua's stack, which is bounded).
+      local keys, argv
+      if v <= BATCH_UNPACK then
+        keys, argv = {unpack(KEYS, ki + 1, ki + k)}, {unpack(ARGV, a + 1, a + v)}
+      else
+        keys, argv = {}, {}
+        for j = 1, k do
+          keys[j] = KEYS[ki + j]
+        end
+        for j = 1, v do
+          argv[j] = ARGV[a + j]
+        end
+      end
+      ok, reply = pcall(decide, keys, argv, t)
+    end
     if not ok then
       -- Redis's pcall gives a failed command's error as its message, code first ("OOM
       -- ..."), luahost's too; any other error gets the code a script's error has alone.
@@ -1118,6 +1180,18 @@ local function main(KEYS, ARGV)
       return mismatch(ARGV[1])
     end
     return batch(KEYS, ARGV)
+  end
+  local k = #KEYS
+  if COUNTS[k] and ARGV[6 + 2 * k] ~= nil and ARGV[7 + 2 * k] == nil then
+    local t = call('TIME')
+    local now = t[1] * 1000000 + t[2]
+    if usual(ARGV, 0, k, now) then
+      local reply = quick(KEYS, ARGV, 0, 0, k, now)
+      if reply then
+        return reply
+      end
+    end
+    return decide(KEYS, ARGV, t)
   end
   return decide(KEYS, ARGV)
 end

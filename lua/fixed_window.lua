@@ -19,8 +19,8 @@
 --         never moves back, so callers whose clocks disagree cannot reopen a window.
 -- TTL:    until the end of the window (of a debt's last window), rounded up to a
 --         millisecond, set by the write that opens a window (or owes); the later writes of
---         that window keep it. An expired key and a key whose count weighs nothing mean the
---         same thing, so expiry never changes a decision.
+--         that window keep it (and add to n: HINCRBY). An expired key and a key whose
+--         count weighs nothing mean the same thing, so expiry never changes a decision.
 -- Known:  a client can spend `limit` at the end of one window and `limit` again at the start
 --         of the next: up to 2*limit in any window-long interval. verify reports this.
 
@@ -140,8 +140,8 @@ function check(key, now, cost, p)
       reset = ttl
     end
     -- A key that holds this window, without a debt, keeps the TTL the window's first
-    -- write gave it (its end): one command fewer.
-    return 1, limit - n - cost, 0, reset, limit, {win, n + cost, ttl, held and io == nil}, limit - n, peek
+    -- write gave it (its end): one command fewer; and only its count changes (commit).
+    return 1, limit - n - cost, 0, reset, limit, {win, n + cost, ttl, held and io == nil, cost}, limit - n, peek
   end
   local retry = to_end
   if io ~= nil then
@@ -151,11 +151,20 @@ function check(key, now, cost, p)
   return 0, nonneg(limit - n), retry, reset, limit
 end
 
+-- commit writes the window and its count, or, in a key that holds the window and no debt,
+-- adds the cost to its count (HINCRBY: the same state, without a number for the server to
+-- format, the usual cost of 1 sent as the string "1").
 function commit(key, w)
-  call('HSET', key, 'w', w[1], 'n', w[2])
-  if not w[4] then
-    expire_us(key, w[3])
+  if w[4] then
+    if w[5] == 1 then
+      call('HINCRBY', key, 'n', '1')
+    else
+      call('HINCRBY', key, 'n', w[5])
+    end
+    return
   end
+  call('HSET', key, 'w', w[1], 'n', w[2])
+  expire_us(key, w[3])
 end
 
 function refund(key, now, cost, p)
