@@ -71,10 +71,13 @@ differential:
 # verify sessions the README and docs show) and the playground in a headless browser
 # (about 10 s), which fails here when chromium or chromedriver is missing; and
 # TestPlaygroundMatchesCLI, which under the race detector drops most of its simulate
-# checks and all its verify checks; and the service fault suite, TestServeFaults (rlctl
-# serve processes under load, about 40 s: RELIABILITY.md's service table).
+# checks and all its verify checks; the example scenarios in full (TestSimulateExamples,
+# TestProbesBesideSameReport, TestSimulateMemoryCap: the race stage leaves their longest
+# simulations out, about 15 s here against 190 s under it); and the service fault suite,
+# TestServeFaults (rlctl serve processes under load, about 40 s: RELIABILITY.md's service
+# table).
 proofs:
-	RLCTL_REQUIRE_REDIS=1 RLCTL_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'TestCatalogue|TestPortedFindings|TestReadme|TestDocs|TestPlaygroundInBrowser|TestPlaygroundMatchesCLI|TestServeFaults' ./verify ./cmd/rlctl ./playground
+	RLCTL_REQUIRE_REDIS=1 RLCTL_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'TestCatalogue|TestPortedFindings|TestReadme|TestDocs|TestPlaygroundInBrowser|TestPlaygroundMatchesCLI|TestServeFaults|TestSimulateExamples|TestProbesBesideSameReport|TestSimulateMemoryCap' ./verify ./cmd/rlctl ./playground
 
 # bench/ is a module of its own, outside ./...: its tests (TestContenders, TestMemory: every
 # contender enforces its limit, the memory run finds every key) on a real redis-server and

@@ -42,6 +42,9 @@ scenario "botnet" {
 // of the botnet gets through than without a cap; with noeviction, writes past the cap are
 // refused and the policy decides by on_error. The report says which happened.
 func TestSimulateMemoryCap(t *testing.T) {
+	if raceEnabled {
+		t.Skip("three simulations of a botnet, one goroutine each, forty seconds under the race detector: run by make test's proofs stage without it")
+	}
 	run := func(engineBlock string) *Report {
 		t.Helper()
 		cfg := parse(t, map[string]string{"p.hcl": botnetPolicy(engineBlock)})

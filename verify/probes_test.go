@@ -18,6 +18,9 @@ func TestProbesBesideSameReport(t *testing.T) {
 	for _, path := range paths {
 		cfg := load(t, path)
 		for _, s := range cfg.Scenarios {
+			if skipLongUnderRace(t, path, s.Name) {
+				continue // see longUnderRace
+			}
 			var want []byte
 			for _, workers := range []int{1, 3} {
 				r, err := Simulate(cfg, s, WithWorkers(workers))

@@ -53,6 +53,23 @@ func report(t *testing.T, r *Report) []byte {
 	return b.Bytes()
 }
 
+// longUnderRace are the example scenarios that simulate a month or a long day of traffic:
+// together about three quarters of the example scenarios' time, twenty times that under the
+// race detector. The race stage leaves them to make test's proofs stage, which runs these
+// tests without it; the race stage still runs every other scenario, probes beside included.
+var longUnderRace = map[string]bool{
+	"settle.hcl/tokens_month_end": true,
+	"overrides.hcl/upgrade":       true,
+	"calendar.hcl/month_end":      true,
+}
+
+// skipLongUnderRace skips the test under the race detector when the scenario name of the
+// example file path is one of longUnderRace.
+func skipLongUnderRace(t *testing.T, path, name string) bool {
+	t.Helper()
+	return raceEnabled && longUnderRace[filepath.Base(path)+"/"+name]
+}
+
 // Every example policy's scenarios hold their expectations.
 func TestSimulateExamples(t *testing.T) {
 	t.Parallel()
@@ -64,6 +81,9 @@ func TestSimulateExamples(t *testing.T) {
 		cfg := load(t, path)
 		for _, s := range cfg.Scenarios {
 			t.Run(filepath.Base(path)+"/"+s.Name, func(t *testing.T) {
+				if skipLongUnderRace(t, path, s.Name) {
+					t.Skip("a long scenario: run by make test's proofs stage, without the race detector")
+				}
 				r, err := Simulate(cfg, s)
 				if err != nil {
 					t.Fatal(err)
