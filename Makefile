@@ -62,9 +62,11 @@ race:
 
 # The differential suites again without the race detector, with 1,000 random traces
 # per algorithm: real redis-server, luahost and the reference models must agree on each,
-# and native's store (engine.NewNative's) with luahost and redis-server (about 25 s).
+# and native's store (engine.NewNative's) with luahost and redis-server (about 25 s); and
+# the envoyproxy/ratelimit configuration translation against the peer's lookup on all its
+# random configurations (a fifth of them under the race detector; about 16 s).
 differential:
-	RLCTL_REQUIRE_REDIS=1 RLCTL_TRACES=1000 $(GO) test -count=1 -run 'MatchesModel|NativeMatchesLua' ./algorithms ./native
+	RLCTL_REQUIRE_REDIS=1 RLCTL_TRACES=1000 $(GO) test -count=1 -run 'MatchesModel|NativeMatchesLua|MatchesPeer' ./algorithms ./native ./internal/envoyconf
 
 # The tests that skip under the race detector: those that run verify at its default
 # budget (the plugin catalogue: every buggy plugin caught, every correct one passing; the

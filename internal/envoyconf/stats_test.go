@@ -268,9 +268,9 @@ func peerDescriptorKey(domain string, es []peerEntry) string {
 // multi-byte character), the stats_key of the rule rlctl applies renders exactly the name
 // envoyproxy/ratelimit gives the limit it finds (peerStatsKey).
 func TestStatsKeyMatchesPeer(t *testing.T) {
-	const configs, descriptors = 200, 40
+	const descriptors = 40
 	extra := []string{"a.b", "1.2.3.4", "x%y", "$", "é", "x*y.z"}
-	for seed := range uint64(configs) {
+	for seed := range peerConfigs(200) {
 		g := &gen{rng: rand.New(rand.NewPCG(seed, 29))}
 		cs := g.configs()
 		var flag func(ds []*Descriptor)

@@ -1,0 +1,5 @@
+//go:build race
+
+package envoyconf
+
+const raceEnabled = true
