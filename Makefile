@@ -75,11 +75,13 @@ differential:
 # TestPlaygroundMatchesCLI, which under the race detector drops most of its simulate
 # checks and all its verify checks; the example scenarios in full (TestSimulateExamples,
 # TestProbesBesideSameReport, TestSimulateMemoryCap: the race stage leaves their longest
-# simulations out, about 15 s here against 190 s under it); and the service fault suite,
-# TestServeFaults (rlctl serve processes under load, about 40 s: RELIABILITY.md's service
-# table).
+# simulations out, about 15 s here against 190 s under it), and the CLI scripts that
+# simulate and plot every example policy (they skip under the race detector: [race]);
+# and the service fault suite, TestServeFaults (rlctl serve processes under load, about
+# 40 s: RELIABILITY.md's service table).
 proofs:
 	RLCTL_REQUIRE_REDIS=1 RLCTL_REQUIRE_BROWSER=1 $(GO) test -count=1 -run 'TestCatalogue|TestPortedFindings|TestReadme|TestDocs|TestPlaygroundInBrowser|TestPlaygroundMatchesCLI|TestServeFaults|TestSimulateExamples|TestProbesBesideSameReport|TestSimulateMemoryCap' ./verify ./cmd/rlctl ./playground
+	RLCTL_REQUIRE_REDIS=1 $(GO) test -count=1 -run 'TestScripts/^(simulate_plot|simulate_policies)$$' ./cmd/rlctl
 
 # bench/ is a module of its own, outside ./...: its tests (TestContenders, TestMemory: every
 # contender enforces its limit, the memory run finds every key) on a real redis-server and

@@ -28,11 +28,17 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			return os.CopyFS(filepath.Join(env.WorkDir, "policies"), os.DirFS("../../policies"))
 		},
+		// [redis]: redis-server can be found (see redisCondition); [race]: the test binary,
+		// which the scripts run as rlctl, is built with the race detector (a script of long
+		// simulations skips then: make test's proofs stage runs it without).
 		Condition: func(cond string) (bool, error) {
-			if cond != "redis" {
-				return false, fmt.Errorf("unknown condition %q", cond)
+			switch cond {
+			case "redis":
+				return redisCondition(redistest.Available(), os.Getenv("RLCTL_REQUIRE_REDIS"))
+			case "race":
+				return raceEnabled, nil
 			}
-			return redisCondition(redistest.Available(), os.Getenv("RLCTL_REQUIRE_REDIS"))
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			// exits N PROG ARGS... runs PROG and requires exit status N.
