@@ -773,10 +773,10 @@ local function one(KEYS, ARGV, op, units, now, server_now)
 end
 
 -- usual tells whether the call whose ARGV are ARGV[a + 1] .. is what the engine sends
--- most: a check of k rules (COUNTS[k], written with stacks) on the server clock, with no clock skew, and no
--- deadline or a well-formed one that server_now has not passed. quick decides it (or
--- declines it, for decide to parse); any other call is decide's, which also says what is
--- wrong with a malformed one.
+-- most: a check of k rules (COUNTS[k], written with stacks) on the server clock, with no
+-- clock skew, and no deadline or a well-formed one that server_now has not passed. quick
+-- decides it (or declines it, for decide to parse); any other call is decide's, which also
+-- says what is wrong with a malformed one.
 local function usual(ARGV, a, k, server_now)
   if ARGV[a + 2] ~= 'check' or ARGV[a + 6] ~= COUNTS[k] or ARGV[a + 3] ~= '' or ARGV[a + 5] ~= '' or ARGV[a + 1] ~= PROTOCOL then
     return false
