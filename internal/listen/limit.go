@@ -6,7 +6,7 @@ import (
 )
 
 // Limit returns a listener that holds at most n of l's connections open at once. A
-// connection accepted past n is closed at once (and refused, when not nil, is called),
+// connection accepted past n is closed at once (refused, when not nil, is called first),
 // so the kernel's backlog never fills with connections nobody accepts and a flood
 // cannot lock out the clients that come after it: they get in as soon as connections
 // close. A connection counts until its Close, which may be called more than once.
@@ -31,10 +31,11 @@ func (l *limited) Accept() (net.Conn, error) {
 		case l.slots <- struct{}{}:
 			return &limitedConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
 		default:
-			_ = c.Close()
+			// refused first: by the time the peer sees the close, the refusal is counted.
 			if l.refused != nil {
 				l.refused()
 			}
+			_ = c.Close()
 		}
 	}
 }
