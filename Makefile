@@ -55,7 +55,7 @@ node-deps:
 vet:
 	$(GO) vet ./...
 
-# The longest stage (about 4 minutes on 2 cores): each package is reported as it finishes.
+# The longest stage (about 10 minutes on 2 cores here): each package is reported as it finishes.
 race:
 	@echo "race: go test -race ./... (compiles every package with the race detector first: about a minute before the first result)"
 	RLCTL_REQUIRE_REDIS=1 RLCTL_REQUIRE_NODE=1 $(GO) test -race -count=1 -timeout 20m -json ./... | $(GO) run ./internal/testprogress
