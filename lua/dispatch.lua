@@ -677,6 +677,20 @@ local function one_further(key, op, units, now, server_now, check, commit, refun
   return out
 end
 
+-- check_one decides a check of one rule without further keys (check, commit, cost, shadow
+-- flag and parameters p) for key at now: charged when allowed, the reply of a call of one
+-- rule. one and quick end here.
+local function check_one(key, now, server_now, check, commit, cost, shadow, p)
+  local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost, p)
+  if ok == 0 and not shadow then
+    return {0, 1, now, server_now, ok, remaining, retry, reset, limit}
+  end
+  if write and cost > 0 then
+    commit(key, write, w2, w3, w4)
+  end
+  return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
+end
+
 -- one decides a call of one rule (op "check", "refund" or most when units is set) without
 -- the general path's tables, and returns its reply (one_further's for a rule with a
 -- penalty box or an override; op "override": set_override's).
@@ -762,14 +776,7 @@ local function one(KEYS, ARGV, op, units, now, server_now)
     end
     return {1, 0, now, server_now, ok, remaining, retry, reset, limit, g}
   end
-  local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost, p)
-  if ok == 0 and not shadow then
-    return {0, 1, now, server_now, ok, remaining, retry, reset, limit}
-  end
-  if write and cost > 0 then
-    commit(key, write, w2, w3, w4)
-  end
-  return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
+  return check_one(key, now, server_now, check, commit, cost, shadow, p)
 end
 
 -- usual tells whether the call whose ARGV are ARGV[a + 1] .. is what the engine sends
@@ -810,15 +817,7 @@ local function quick(KEYS, ARGV, ki, a, k, now)
   if c == nil or cost == nil then
     return nil
   end
-  local key = KEYS[ki + 1]
-  local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = c[9](key, now, cost, c[3])
-  if ok == 0 and not c[2] then
-    return {0, 1, now, now, ok, remaining, retry, reset, limit}
-  end
-  if write and cost > 0 then
-    c[10](key, write, w2, w3, w4)
-  end
-  return {1, 0, now, now, ok, remaining, retry, reset, limit}
+  return check_one(KEYS[ki + 1], now, now, c[9], c[10], cost, c[2], c[3])
 end
 
 -- first: this is the first call of this run of the script's text, which binds the
