@@ -49,7 +49,8 @@ func fastCall(c *Compiled) (factory string, args []int64) {
 	return "", nil
 }
 
-// fastRule returns the statement that sets c[12] and c[13] of c's record, or "".
+// fastRule returns the statement that sets c[12] and c[13] of c's record (and for
+// fixed_window c.try and c.undo), or "".
 func fastRule(c *Compiled) string {
 	f, args := fastCall(c)
 	if f == "" {
@@ -58,6 +59,9 @@ func fastRule(c *Compiled) string {
 	vals := make([]string, len(args))
 	for i, v := range args {
 		vals[i] = strconv.FormatInt(v, 10)
+	}
+	if f == "fast_fixed_window" {
+		return fmt.Sprintf("c[12], c[13], c.try, c.undo = %s(%s)\n", f, strings.Join(vals, ", "))
 	}
 	return fmt.Sprintf("c[12], c[13] = %s(%s)\n", f, strings.Join(vals, ", "))
 }
@@ -73,18 +77,31 @@ func fastFactories(rules []*Compiled) string {
 		}
 		seen[f] = true
 		b.WriteString(fastSources[f])
-		b.WriteString("return check, commit\nend\n\n")
 	}
 	return b.String()
 }
 
 var fastSources = map[string]string{
-	"fast_gcra":           fastGCRA,
-	"fast_token_bucket":   fastTokenBucket,
-	"fast_leaky_bucket":   fastLeakyBucket,
+	"fast_gcra":           fastGCRA + fastEnd,
+	"fast_token_bucket":   fastTokenBucket + fastEnd,
+	"fast_leaky_bucket":   fastLeakyBucket + fastEnd,
 	"fast_fixed_window":   fastFixedWindow,
-	"fast_sliding_window": fastSlidingWindow,
+	"fast_sliding_window": fastSlidingWindow + fastEnd,
 }
+
+// FastSource returns the Lua of the factory that makes a's compiled rules' own check and
+// commit (see fastCall), or "" when a has none: what a lint of a's commands reads beside
+// its algorithm's Lua.
+func FastSource(a *Algorithm) string {
+	if !IsBuiltin(a) {
+		return ""
+	}
+	return fastSources["fast_"+a.Name]
+}
+
+// fastEnd ends a factory that makes a check and a commit; fast_fixed_window, which also
+// makes a try and an undo, ends itself.
+const fastEnd = "return check, commit\nend\n\n"
 
 // fastExpire ends the commits that set a hash's TTL: expire_us(key, ttl), with its call
 // written out (the prelude's ttl_ms is the one place a TTL is rounded).
@@ -208,26 +225,58 @@ local function commit(key, l2, t, ttl)
 call('HSET', key, 'l', l2, 't', t)
 ` + fastExpire
 
-// fastFixedWindow is fixed_window's check and commit. Pending: win, n + cost, the TTL
-// (false for a key that holds its window and no debt: it keeps the TTL the window's first
-// write gave it), cost. A key that holds its window and no debt is charged with HINCRBY of
-// its count: the same state as writing the window and n + cost, without a number for the
-// server to format (a cost of 1 is sent as the string "1").
+// fastFixedWindow is fixed_window's check and commit, and its try and undo. Pending: the
+// window (for a key that holds its window and no debt, the field its count is kept in),
+// n + cost, the TTL (false for a key that holds its window and no debt: it keeps the TTL
+// the window's first write gave it), then for such a key the cost, which commit adds to
+// the count with HINCRBY (a cost of 1 sent as the string "1"); for any other, how the key
+// is written: 'w' for one that holds its window with a debt (the full form, which gets
+// its count), else whether the key exists (and is deleted before the compact form of the
+// new window is written). See fixed_window.lua's Forms.
+//
+// try(key, now, cost) is check and, when it allows a cost of at least 1, commit: it
+// returns check's values and a twelfth, t, which is 1 or 2 when the charge is written
+// (the caller then commits nothing, and calls undo(key, win, cost, t) if the call it is
+// part of is denied) and nil when it is not (the caller commits as after check). It
+// charges first, HINCRBY of the field named by the window of now, which in a key that
+// holds that window compact (see fixed_window.lua's Forms) finds its count: a charge the
+// limit allows is then that one command, and one over the limit a second that takes it
+// back (t 1). A field the charge made (its count is the cost) is a key of its own when it
+// is the only one (HLEN): its TTL is set (t 2); else it is deleted and try checks. The
+// dispatcher's quick path uses try (see stacks.go).
 const fastFixedWindow = `local function fast_fixed_window(LIMIT, WINDOW)
 local function check(key, now, cost)
 local win, n, held = floor(now / WINDOW), 0, false
-local st = call('HMGET', key, 'w', 'n', 'o')
-local w = tonumber(st[1])
-local io, d, l
-if w ~= nil and tonumber(st[3]) == w then
-local dl = call('HMGET', key, 'd', 'l')
-d, l = tonumber(dl[1]) or 0, tonumber(dl[2]) or 0
+local st = call('HGETALL', key)
+local w, c, f, io, d, l
+if #st == 2 then
+w, c, f = tonumber(st[1]), st[2], st[1]
+elseif #st > 0 then
+local o
+f = 'n'
+for i = 1, #st - 1, 2 do
+local k, v = st[i], st[i + 1]
+if k == 'w' then
+w = tonumber(v)
+elseif k == 'n' then
+c = v
+elseif k == 'o' then
+o = tonumber(v)
+elseif k == 'd' then
+d = tonumber(v)
+elseif k == 'l' then
+l = tonumber(v)
+end
+end
+if w ~= nil and o == w then
+d, l = d or 0, l or 0
 if d > 0 and l > 0 then
 io = w
 end
 end
+end
 if w ~= nil and w >= win then
-win, n, held = w, tonumber(st[2]) or 0, true
+win, n, held = w, tonumber(c) or 0, true
 elseif io ~= nil then
 n = d - (win - io - 1) * l
 if n <= 0 then
@@ -254,9 +303,13 @@ if cost > 0 then
 reset = ttl
 end
 if held and io == nil then
-ttl = false
+return 1, LIMIT - n - cost, 0, reset, LIMIT, f, LIMIT - n, peek, n + cost, false, cost
 end
-return 1, LIMIT - n - cost, 0, reset, LIMIT, win, LIMIT - n, peek, n + cost, ttl, cost
+local how = f ~= nil
+if held then
+how = 'w'
+end
+return 1, LIMIT - n - cost, 0, reset, LIMIT, win, LIMIT - n, peek, n + cost, ttl, how
 end
 if io ~= nil then
 local after = io + 1 + ceil(nonneg(d + cost - LIMIT) / l)
@@ -266,16 +319,65 @@ end
 end
 return 0, nonneg(LIMIT - n), to_end, reset, LIMIT
 end
-local function commit(key, win, n, ttl, cost)
-if ttl then
-call('HSET', key, 'w', win, 'n', n)
-call('PEXPIRE', key, ttl_ms(ttl))
-elseif cost == 1 then
-call('HINCRBY', key, 'n', '1')
+local function commit(key, win, n, ttl, how)
+if not ttl then
+if how == 1 then
+call('HINCRBY', key, win, '1')
 else
-call('HINCRBY', key, 'n', cost)
+call('HINCRBY', key, win, how)
+end
+return
+end
+if how == 'w' then
+call('HSET', key, 'w', win, 'n', n)
+else
+if how then
+call('DEL', key)
+end
+if n > 0 then
+call('HSET', key, win, n)
+else
+call('HSET', key, 'w', win, 'n', n)
 end
 end
+call('PEXPIRE', key, ttl_ms(ttl))
+end
+local function try(key, now, cost)
+if cost < 1 or cost > LIMIT then
+return check(key, now, cost)
+end
+local win = floor(now / WINDOW)
+local r
+if cost == 1 then
+r = call('HINCRBY', key, win, '1')
+else
+r = call('HINCRBY', key, win, cost)
+end
+local to_end = (win + 1) * WINDOW - now
+if r > cost then
+if r <= LIMIT then
+return 1, LIMIT - r, 0, to_end, LIMIT, win, LIMIT - r + cost, to_end, r, false, cost, 1
+end
+call('HINCRBY', key, win, -cost)
+return 0, nonneg(LIMIT - r + cost), to_end, to_end, LIMIT
+end
+if call('HLEN', key) == 1 then
+call('PEXPIRE', key, ttl_ms(to_end))
+return 1, LIMIT - cost, 0, to_end, LIMIT, win, LIMIT, 0, cost, to_end, false, 2
+end
+call('HDEL', key, win)
+return check(key, now, cost)
+end
+local function undo(key, win, cost, t)
+if t == 2 then
+call('DEL', key)
+else
+call('HINCRBY', key, win, -cost)
+end
+end
+return check, commit, try, undo
+end
+
 `
 
 // fastSlidingWindow is sliding_window's check and commit. Pending: win, cur + cost, prev,

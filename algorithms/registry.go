@@ -221,10 +221,10 @@ var builtin = []*Algorithm{
 		Name:     "fixed_window",
 		Doc:      "At most limit per aligned window; allows up to 2x limit across a window boundary.",
 		Params:   []Param{limitParam, windowParam},
-		Commands: []string{"HMGET", "HSET", "HINCRBY", "PEXPIRE"},
+		Commands: []string{"HGETALL", "HSET", "HINCRBY", "HLEN", "HDEL", "DEL", "PEXPIRE"},
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}, Bound: Ratio{2, 1},
 			Why: "fixed_window lets a burst straddle a window boundary: up to limit at the end of one window and limit again at the start of the next; use sliding_log, sliding_window or gcra for a smooth limit"},
-		Complexity: fixedWork(4, 10, KeyHash, 5, hashElementBytes),
+		Complexity: fixedWork(7, 16, KeyHash, 5, hashElementBytes),
 	},
 	{
 		Name:      "sliding_log",

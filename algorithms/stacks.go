@@ -23,7 +23,10 @@ const unrolledStacks = 4
 // write the remaining and reset_after that a peek (check with cost 0) would return: a
 // denied stack reports those, where the general path checks the rule again. A rule's
 // commit gets check's sixth value and its ninth to eleventh, as the dispatcher calls every
-// commit (a fast rule's pending write: see fast.go).
+// commit (a fast rule's pending write: see fast.go). A rule whose record has a try
+// (fast.go's fixed_window) is tried instead of checked while no rule before it has denied:
+// a try that allows has charged already, and is undone when a later rule denies the call,
+// so that the call still charges all its rules or none.
 //
 // It then writes the table stacks, whose n-th entry is stack<n> (false for n = 1), and
 // COUNTS, whose n-th entry is n as a call sends it (ARGV[6]), for n from 1 to
@@ -62,24 +65,23 @@ func writeStack(b *strings.Builder, n int) {
 		}
 	}
 	fmt.Fprintf(b, "if %s then\nreturn\nend\n", strings.Join(same, " or "))
-	for r := 1; r <= n; r++ {
-		fmt.Fprintf(b, "local ok%[1]d, re%[1]d, ra%[1]d, rs%[1]d, li%[1]d, w%[1]d, pr%[1]d, ps%[1]d, x%[1]d, y%[1]d, z%[1]d = c%[1]d[9](k%[1]d, now, n%[1]d, c%[1]d[3])\n", r)
-	}
+	// Each rule is checked in turn, with its try while no rule has denied (see fast.go: a
+	// try that allows has charged, t<r> set); the first rule that denies, shadows aside,
+	// decides.
 	b.WriteString("local allowed, decider = 1, 0\n")
 	for r := 1; r <= n; r++ {
-		kw := "elseif"
-		if r == 1 {
-			kw = "if"
-		}
-		fmt.Fprintf(b, "%s ok%[2]d == 0 and not c%[2]d[2] then\nallowed, decider = 0, %[2]d\n", kw, r)
+		fmt.Fprintf(b, "local f%[1]d = c%[1]d.try\nif not f%[1]d or allowed == 0 then\nf%[1]d = c%[1]d[9]\nend\n", r)
+		fmt.Fprintf(b, "local ok%[1]d, re%[1]d, ra%[1]d, rs%[1]d, li%[1]d, w%[1]d, pr%[1]d, ps%[1]d, x%[1]d, y%[1]d, z%[1]d, t%[1]d = f%[1]d(k%[1]d, now, n%[1]d, c%[1]d[3])\n", r)
+		fmt.Fprintf(b, "if allowed == 1 and ok%[1]d == 0 and not c%[1]d[2] then\nallowed, decider = 0, %[1]d\nend\n", r)
 	}
-	b.WriteString("end\nif allowed == 1 then\n")
+	b.WriteString("if allowed == 1 then\n")
 	for r := 1; r <= n; r++ {
-		fmt.Fprintf(b, "if w%[1]d and n%[1]d > 0 then\nc%[1]d[10](k%[1]d, w%[1]d, x%[1]d, y%[1]d, z%[1]d)\nend\n", r)
+		fmt.Fprintf(b, "if w%[1]d and n%[1]d > 0 and not t%[1]d then\nc%[1]d[10](k%[1]d, w%[1]d, x%[1]d, y%[1]d, z%[1]d)\nend\n", r)
 	}
 	b.WriteString("else\n")
 	for r := 1; r <= n; r++ {
 		fmt.Fprintf(b, "if ok%[1]d == 1 and n%[1]d > 0 then\nre%[1]d, rs%[1]d = pr%[1]d, ps%[1]d\nend\n", r)
+		fmt.Fprintf(b, "if t%[1]d then\nc%[1]d.undo(k%[1]d, w%[1]d, n%[1]d, t%[1]d)\nend\n", r)
 	}
 	fmt.Fprintf(b, "end\nreturn {allowed, decider, now, server_now, %s}\nend\n\n", each("ok#, re#, ra#, rs#, li#", ", "))
 }

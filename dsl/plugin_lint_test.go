@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -239,12 +240,16 @@ end`, `  local function broken()
 	}
 }
 
+// fastCalls finds the commands a fast rule's factory calls.
+var fastCalls = regexp.MustCompile(`call\('([A-Z]+)'`)
+
 // TestBuiltinsPassPluginLint runs each built-in algorithm's Lua through the plugin
 // checker: none writes in check or returns another shape. A built-in's commands are a list
 // it shares with others (the hash ones, the sorted-set ones), so a command it does not
 // call is one that another built-in with the same list calls.
 func TestBuiltinsPassPluginLint(t *testing.T) {
 	used := map[string][]string{} // a built-in's name → the commands its Lua calls
+	fast := map[string][]string{} // → the commands its fast rules call
 	diags := map[string]hcl.Diagnostics{}
 	for _, a := range algorithms.Builtin() {
 		c := &luaChecker{file: a.Name + ".lua", src: []byte(a.Source), alg: a}
@@ -260,11 +265,16 @@ func TestBuiltinsPassPluginLint(t *testing.T) {
 		if c.lint.opaque {
 			t.Errorf("%s: the lint cannot name every command the Lua runs", a.Name)
 		}
+		// Its compiled rules' own check and commit (algorithms/fast.go) run under the
+		// same list.
+		for _, m := range fastCalls.FindAllStringSubmatch(algorithms.FastSource(a), -1) {
+			fast[a.Name] = append(fast[a.Name], m[1])
+		}
 	}
 	for _, a := range algorithms.Builtin() {
 		var unused []string
 		for _, cmd := range a.Commands {
-			if slices.Contains(used[a.Name], cmd) {
+			if slices.Contains(used[a.Name], cmd) || slices.Contains(fast[a.Name], cmd) {
 				continue
 			}
 			unused = append(unused, cmd)
@@ -275,7 +285,7 @@ func TestBuiltinsPassPluginLint(t *testing.T) {
 			}
 		}
 		for _, d := range diags[a.Name] {
-			if d.Summary == "Command never called" && slices.ContainsFunc(unused, func(cmd string) bool { return strings.Contains(d.Detail, " lists "+cmd+" ") }) {
+			if d.Summary == "Command never called" && slices.ContainsFunc(append(unused, fast[a.Name]...), func(cmd string) bool { return strings.Contains(d.Detail, " lists "+cmd+" ") }) {
 				continue
 			}
 			t.Errorf("%s: %s: %s", a.Name, d.Summary, d.Detail)

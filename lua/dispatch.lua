@@ -679,13 +679,14 @@ end
 
 -- check_one decides a check of one rule without further keys (check, commit, cost, shadow
 -- flag and parameters p) for key at now: charged when allowed, the reply of a call of one
--- rule. one and quick end here.
+-- rule. one and quick end here; quick's check may be a fast rule's try (algorithms/fast.go),
+-- whose twelfth value says it has charged already.
 local function check_one(key, now, server_now, check, commit, cost, shadow, p)
-  local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4 = check(key, now, cost, p)
+  local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4, t = check(key, now, cost, p)
   if ok == 0 and not shadow then
     return {0, 1, now, server_now, ok, remaining, retry, reset, limit}
   end
-  if write and cost > 0 then
+  if write and cost > 0 and not t then
     commit(key, write, w2, w3, w4)
   end
   return {1, 0, now, server_now, ok, remaining, retry, reset, limit}
@@ -801,8 +802,9 @@ end
 -- quick decides a usual call (see usual) of k keys, KEYS[ki + 1] .. KEYS[ki + k], whose
 -- ARGV are ARGV[a + 1] .. ARGV[a + 6 + 2k], where they lie (a batch copies nothing), at
 -- now, the server clock: a call of one compiled rule whose record is complete (ready) as
--- one decides it, a stack as stacks[k] does; the same reply and the same writes. It
--- returns nil, having touched nothing, for a call they do not take.
+-- one decides it (with the rule's try where it has one: see algorithms/fast.go), a stack
+-- as stacks[k] does; the same reply, and the keys left as one leaves them. It returns
+-- nil, having touched nothing, for a call they do not take.
 local function quick(KEYS, ARGV, ki, a, k, now)
   TTL_SLACK = 0
   if k > 1 then
@@ -817,7 +819,7 @@ local function quick(KEYS, ARGV, ki, a, k, now)
   if c == nil or cost == nil then
     return nil
   end
-  return check_one(KEYS[ki + 1], now, now, c[9], c[10], cost, c[2], c[3])
+  return check_one(KEYS[ki + 1], now, now, c.try or c[9], c[10], cost, c[2], c[3])
 end
 
 -- first: this is the first call of this run of the script's text, which binds the

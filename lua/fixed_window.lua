@@ -1,7 +1,8 @@
 -- fixed_window: at most `limit` cost per aligned window [k*window, (k+1)*window).
 --
--- KEYS:   the rule's key, a hash {w = window index k, n = cost charged in window k; and
---         o, d, l for a debt (see Debts)}.
+-- KEYS:   the rule's key, a hash in one of two forms (see Forms): compact, one field named
+--         by the window w whose value is the cost n charged in it; or full, {w = window w,
+--         n = cost charged in window w; and o, d, l for a debt (see Debts)}.
 -- params: limit (count >= 0), window (microseconds >= 1). With a calendar (window =
 --         "calendar_month" and the like; see prelude.lua's window_at) the window is the
 --         calendar period that holds now, and w its first instant. A limit of 0 admits nothing:
@@ -25,6 +26,43 @@
 --         of the next: up to 2*limit in any window-long interval. verify reports this.
 
 params = {'nat', 'pos'}
+
+-- Forms: a key is written compact, its one field named by its window (the number w as
+-- redis.call writes it) and holding its count, when the count is at least 1 and no debt
+-- weighs on it; else full, fields w and n (and o, d, l; see Debts). Both hold the same
+-- state, read alike. The compact form lets a usual charge be one command: HINCRBY of the
+-- field named by the caller's window, which finds the count of a key that holds that
+-- window and nothing else (fast.go's try; a count of at least 1 is what tells it from a
+-- field it has just made). A key that goes from one form to the other is rewritten whole.
+
+-- read returns what key holds: its window w (nil for none), its count n, the field n is
+-- kept in (the compact form's own name; 'n' in the full form; nil for no key), and in the
+-- full form the window owe wrote o, the debt d and the limit l.
+local function read(key)
+  local st = call('HGETALL', key)
+  if #st == 2 then
+    return tonumber(st[1]), tonumber(st[2]) or 0, st[1]
+  end
+  local w, n, o, d, l
+  for i = 1, #st - 1, 2 do
+    local f, v = st[i], st[i + 1]
+    if f == 'w' then
+      w = tonumber(v)
+    elseif f == 'n' then
+      n = tonumber(v)
+    elseif f == 'o' then
+      o = tonumber(v)
+    elseif f == 'd' then
+      d = tonumber(v)
+    elseif f == 'l' then
+      l = tonumber(v)
+    end
+  end
+  if #st == 0 then
+    return nil, 0
+  end
+  return w, n or 0, 'n', o, d, l
+end
 
 
 -- Debts: owe (a settled reservation's overdraft) may take a window's count past the limit.
@@ -68,20 +106,19 @@ end
 -- end, and the cost it holds (see window_at: an aligned window, or a calendar period): the
 -- key's count in its own window, or what is left of a debt in a later one; for a key
 -- whose debt weighs on later windows, the position of the window owe wrote, the debt and
--- the limit that earns it back (nil when there is none); and whether the key holds the
--- window returned (its TTL then set by the write that opened it).
+-- the limit that earns it back (nil when there is none); whether the key holds the
+-- window returned (its TTL then set by the write that opened it); and the field its count
+-- is kept in (see read; nil for no key).
 local function used(key, now, p)
   local win, ends = window_at(now, p)
-  local st = call('HMGET', key, 'w', 'n', 'o')
-  local w = tonumber(st[1])
+  local w, n, f, o, d, l = read(key)
   if w == nil then
-    return win, ends, 0
+    return win, ends, 0, nil, nil, nil, false, f
   end
-  local io, d, l
-  if tonumber(st[3]) == w then
-    -- A key owe wrote in its window: its debt's fields (read only then).
-    local dl = call('HMGET', key, 'd', 'l')
-    d, l = tonumber(dl[1]) or 0, tonumber(dl[2]) or 0
+  local io
+  if o == w then
+    -- A key owe wrote in its window: its debt weighs on later windows.
+    d, l = d or 0, l or 0
     if d > 0 and l > 0 then
       io = index(w, p)
     end
@@ -90,16 +127,16 @@ local function used(key, now, p)
     if w > win then
       ends = window_end(w, p)
     end
-    return w, ends, tonumber(st[2]) or 0, io, d, l, true
+    return w, ends, n, io, d, l, true, f
   end
   if io == nil then
-    return win, ends, 0
+    return win, ends, 0, nil, nil, nil, false, f
   end
   local left = d - (index(win, p) - io - 1) * l
   if left <= 0 or (p.cal and win >= p.cal[CAL_BOUNDS]) then
-    return win, ends, 0
+    return win, ends, 0, nil, nil, nil, false, f
   end
-  return win, ends, left, io, d, l
+  return win, ends, left, io, d, l, false, f
 end
 
 -- clears returns the position of the first window after the one at position iw in which
@@ -119,7 +156,7 @@ end
 
 function check(key, now, cost, p)
   local limit = p[1]
-  local win, ends, n, io, d, l, held = used(key, now, p)
+  local win, ends, n, io, d, l, held, f = used(key, now, p)
   local to_end = ends - now
   local reset = 0
   if n > 0 then
@@ -141,7 +178,7 @@ function check(key, now, cost, p)
     end
     -- A key that holds this window, without a debt, keeps the TTL the window's first
     -- write gave it (its end): one command fewer; and only its count changes (commit).
-    return 1, limit - n - cost, 0, reset, limit, {win, n + cost, ttl, held and io == nil, cost}, limit - n, peek
+    return 1, limit - n - cost, 0, reset, limit, {win, n + cost, ttl, held and io == nil, cost, f, held}, limit - n, peek
   end
   local retry = to_end
   if io ~= nil then
@@ -151,29 +188,52 @@ function check(key, now, cost, p)
   return 0, nonneg(limit - n), retry, reset, limit
 end
 
--- commit writes the window and its count, or, in a key that holds the window and no debt,
--- adds the cost to its count (HINCRBY: the same state, without a number for the server to
--- format, the usual cost of 1 sent as the string "1").
+-- commit, in a key that holds the window and no debt, adds the cost to its count
+-- (HINCRBY of the count's field: the same state, without a number for the server to
+-- format, the usual cost of 1 sent as the string "1"). A key that holds the window with a
+-- debt (the full form) gets its count; any other is rewritten compact for the new window
+-- (full when its count is 0: see Forms), what it held before deleted.
 function commit(key, w)
   if w[4] then
     if w[5] == 1 then
-      call('HINCRBY', key, 'n', '1')
+      call('HINCRBY', key, w[6], '1')
     else
-      call('HINCRBY', key, 'n', w[5])
+      call('HINCRBY', key, w[6], w[5])
     end
     return
   end
-  call('HSET', key, 'w', w[1], 'n', w[2])
+  if w[7] then
+    call('HSET', key, 'w', w[1], 'n', w[2])
+  else
+    if w[6] then
+      call('DEL', key)
+    end
+    if w[2] > 0 then
+      call('HSET', key, w[1], w[2])
+    else
+      call('HSET', key, 'w', w[1], 'n', w[2])
+    end
+  end
   expire_us(key, w[3])
 end
 
+-- refund takes cost off what the key counts in the window of now (never below 0), and
+-- off a debt it carries. A compact key whose count goes to 0 is written full (see Forms),
+-- its TTL kept.
 function refund(key, now, cost, p)
-  local win, _, n, io, d, l = used(key, now, p)
+  local win, _, n, io, d, l, _, f = used(key, now, p)
   if n <= 0 then
     return
   end
   if io == nil then
-    call('HSET', key, 'w', win, 'n', nonneg(n - cost))
+    if f == 'n' then
+      call('HSET', key, 'w', win, 'n', nonneg(n - cost))
+    elseif n > cost then
+      call('HINCRBY', key, f, -cost)
+    else
+      call('HSET', key, 'w', win, 'n', 0)
+      call('HDEL', key, f)
+    end
   elseif io == index(win, p) then
     call('HSET', key, 'n', nonneg(n - cost), 'd', nonneg(d - cost))
   else
@@ -190,7 +250,7 @@ end
 -- next two's), so that its debt ends within periods it knows the bounds of.
 function owe(key, now, cost, p)
   local limit = p[1]
-  local win, _, n = used(key, now, p)
+  local win, _, n, _, _, _, _, f = used(key, now, p)
   local n2 = n + cost
   if n2 > MAX_INT / 2 then
     n2 = MAX_INT / 2
@@ -205,6 +265,9 @@ function owe(key, now, cost, p)
   local d = 0
   if limit > 0 then
     d = nonneg(n2 - limit) -- a limit of 0 earns nothing back: its count ends with its window
+  end
+  if f and f ~= 'n' then
+    call('DEL', key) -- the compact form: the key is written full
   end
   call('HSET', key, 'w', win, 'n', n2, 'o', win, 'd', d, 'l', limit)
   local ends = start_at(iw + 1, p)

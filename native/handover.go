@@ -1,6 +1,7 @@
 package native
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -57,6 +58,10 @@ func valueOf(e *entry) luahost.Value {
 		return v
 	}
 	v.Hash = true
+	if e.has&compact != 0 {
+		v.Fields = []string{luahost.FormatNumber(e.f[0]), luahost.FormatNumber(e.f[1])}
+		return v
+	}
 	for i, name := range fields[e.alg] {
 		if e.has&(1<<i) != 0 {
 			v.Fields = append(v.Fields, name, luahost.FormatNumber(e.f[i]))
@@ -92,6 +97,18 @@ func entryOf(v luahost.Value, a alg) (*entry, bool) {
 		return nil, false
 	}
 	names := fields[a]
+	if a == algFixedWindow && len(v.Fields) == 2 && !slices.Contains(names, v.Fields[0]) {
+		// The compact form: one field named by the window, holding a count of at least 1.
+		w, ok1 := numberText(v.Fields[0])
+		n, ok2 := numberText(v.Fields[1])
+		if !ok1 || !ok2 || n < 1 {
+			return nil, false
+		}
+		e.set(0, w)
+		e.set(1, n)
+		e.has |= compact
+		return e, true
+	}
 	for i := 0; i+1 < len(v.Fields); i += 2 {
 		j := 0
 		for j < len(names) && names[j] != v.Fields[i] {

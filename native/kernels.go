@@ -27,13 +27,17 @@ const (
 
 // fields are the hash fields of each layout, in the order an entry keeps them (f[i] is
 // field i); gcra's key is a string, its TAT t (f[0]) and its remainder r (f[1], held when
-// the string is "t:r").
+// the string is "t:r"). A fixed_window key in the compact form (see fixed_window.lua's
+// Forms; has&compact) is one field named by its window w (f[0]) holding its count (f[1]).
 var fields = [...][]string{
 	algTokenBucket:   {"l", "t"},
 	algLeakyBucket:   {"l", "t"},
 	algFixedWindow:   {"w", "n", "o", "d", "l"},
 	algSlidingWindow: {"w", "c", "p"},
 }
+
+// compact marks an entry of fixed_window's compact form in its has.
+const compact uint8 = 1 << 7
 
 // kernel is one rule's algorithm with its parameters bound, as the fast factory binds
 // them: p holds the factory's arguments.
@@ -100,6 +104,9 @@ type verdict struct {
 	// ttl is the TTL commit sets (µs), unless keep: the key keeps the one it has.
 	ttl  float64
 	keep bool
+	// held: the key holds the window the write is in (fixed_window: with keep false, in
+	// the full form with a debt; else the write opens a window).
+	held bool
 }
 
 func nonneg(x float64) float64 {
@@ -233,7 +240,7 @@ func (k *kernel) fixedWindow(e *entry, now, cost float64) verdict {
 			reset = ttl
 		}
 		return verdict{ok: true, remaining: LIMIT - n - cost, reset: reset, limit: LIMIT,
-			peekRemaining: LIMIT - n, peekReset: peek, w: [4]float64{win, n + cost}, ttl: ttl, keep: held && !debt}
+			peekRemaining: LIMIT - n, peekReset: peek, w: [4]float64{win, n + cost}, ttl: ttl, keep: held && !debt, held: held}
 	}
 	if debt {
 		after := io + 1 + math.Ceil(nonneg(d+cost-LIMIT)/l)
@@ -306,9 +313,20 @@ func (k *kernel) commit(e *entry, v *verdict, nowMs int64, slack float64) {
 		e.set(1, v.w[1])
 		e.expire(nowMs, v.ttl, slack)
 	case algFixedWindow:
-		e.set(0, v.w[0])
-		e.set(1, v.w[1])
-		if !v.keep {
+		switch {
+		case v.keep: // HINCRBY of the count's field, in either form
+			e.set(1, v.w[1])
+		case v.held: // the full form, with a debt
+			e.set(0, v.w[0])
+			e.set(1, v.w[1])
+			e.expire(nowMs, v.ttl, slack)
+		default: // a new window: the key rewritten compact (full for a count of 0)
+			e.has = 0
+			e.set(0, v.w[0])
+			e.set(1, v.w[1])
+			if v.w[1] > 0 {
+				e.has |= compact
+			}
 			e.expire(nowMs, v.ttl, slack)
 		}
 	case algSlidingWindow:

@@ -57,6 +57,15 @@ func (k *kernel) refund(e *entry, now, cost float64, nowMs int64, slack float64)
 			return false
 		}
 		switch {
+		case !u.debt && e.has&compact != 0:
+			if u.n > cost {
+				e.set(1, u.n-cost)
+			} else {
+				// A compact key's count of 0 is written full (see fixed_window.lua's Forms).
+				e.has &^= compact
+				e.set(0, u.win)
+				e.set(1, 0)
+			}
 		case !u.debt:
 			e.set(0, u.win)
 			e.set(1, nonneg(u.n-cost))
@@ -132,6 +141,9 @@ func (k *kernel) owe(e *entry, now, cost float64, nowMs int64, slack float64) {
 		d := 0.0
 		if LIMIT > 0 {
 			d = nonneg(n2 - LIMIT) // a limit of 0 earns nothing back
+		}
+		if e.has&compact != 0 {
+			e.has = 0 // owe writes the full form
 		}
 		e.set(0, u.win)
 		e.set(1, n2)

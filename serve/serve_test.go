@@ -47,8 +47,8 @@ type fixture struct {
 	rls   rlsv3.RateLimitServiceClient
 	conn  *grpc.ClientConn // the gRPC server's
 	url   string           // the HTTP API's base URL
-	// hget reads a hash field of the backend's keys, as redis-server's HGET.
-	hget func(key, field string) (string, error)
+	// hgetall reads a hash of the backend's keys, as redis-server's HGETALL.
+	hgetall func(key string) (map[string]string, error)
 }
 
 func start(t *testing.T, backend string, files map[string]string) *fixture {
@@ -71,14 +71,19 @@ func startWith(t *testing.T, backend string, files map[string]string, with func(
 			t.Fatal(err)
 		}
 		b = engine.NewRedis(rdb)
-		f.hget = func(key, field string) (string, error) { return rdb.HGet(context.Background(), key, field).Result() }
+		f.hgetall = func(key string) (map[string]string, error) { return rdb.HGetAll(context.Background(), key).Result() }
 	default:
 		h := luahost.New(luahost.WithClock(f.clock))
 		b = engine.NewLocal(h)
-		f.hget = func(key, field string) (string, error) {
-			v, err := h.Do(context.Background(), "HGET", key, field)
-			s, _ := v.(string)
-			return s, err
+		f.hgetall = func(key string) (map[string]string, error) {
+			v, err := h.Do(context.Background(), "HGETALL", key)
+			m := map[string]string{}
+			fields, _ := v.([]any)
+			for i := 0; i+1 < len(fields); i += 2 {
+				k, _ := fields[i].(string)
+				m[k], _ = fields[i+1].(string)
+			}
+			return m, err
 		}
 	}
 	c := Config{Paths: []string{f.dir}, Backend: b, Engine: []engine.Option{engine.WithClock(f.clock.Now), engine.WithTimeout(time.Minute)}, Clock: f.clock.Now}
