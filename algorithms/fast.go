@@ -236,14 +236,17 @@ call('HSET', key, 'l', l2, 't', t)
 //
 // try(key, now, cost) is check and, when it allows a cost of at least 1, commit: it
 // returns check's values and a twelfth, t, which is 1 or 2 when the charge is written
-// (the caller then commits nothing, and calls undo(key, win, cost, t) if the call it is
-// part of is denied) and nil when it is not (the caller commits as after check). It
+// (the caller then commits nothing, and calls undo(key, w, cost, t), w the sixth value,
+// if the call it is part of is denied) and nil when it is not (the caller commits as
+// after check). It
 // charges first, HINCRBY of the field named by the window of now, which in a key that
 // holds that window compact (see fixed_window.lua's Forms) finds its count: a charge the
 // limit allows is then that one command, and one over the limit a second that takes it
 // back (t 1). A field the charge made (its count is the cost) is a key of its own when it
 // is the only one (HLEN): its TTL is set (t 2); else it is deleted and try checks. The
-// dispatcher's quick path uses try (see stacks.go).
+// dispatcher's quick path uses try (see stacks.go). The field's name is the window as
+// redis.call writes a number (the same digits as string.format's %d, for the whole numbers
+// windows are), formatted once per window and kept between calls of a library.
 const fastFixedWindow = `local function fast_fixed_window(LIMIT, WINDOW)
 local function check(key, now, cost)
 local win, n, held = floor(now / WINDOW), 0, false
@@ -342,37 +345,41 @@ end
 end
 call('PEXPIRE', key, ttl_ms(ttl))
 end
+local last, name
 local function try(key, now, cost)
 if cost < 1 or cost > LIMIT then
 return check(key, now, cost)
 end
 local win = floor(now / WINDOW)
+if win ~= last then
+last, name = win, string.format('%d', win)
+end
 local r
 if cost == 1 then
-r = call('HINCRBY', key, win, '1')
+r = call('HINCRBY', key, name, '1')
 else
-r = call('HINCRBY', key, win, cost)
+r = call('HINCRBY', key, name, cost)
 end
 local to_end = (win + 1) * WINDOW - now
 if r > cost then
 if r <= LIMIT then
-return 1, LIMIT - r, 0, to_end, LIMIT, win, LIMIT - r + cost, to_end, r, false, cost, 1
+return 1, LIMIT - r, 0, to_end, LIMIT, name, LIMIT - r + cost, to_end, r, false, cost, 1
 end
-call('HINCRBY', key, win, -cost)
+call('HINCRBY', key, name, -cost)
 return 0, nonneg(LIMIT - r + cost), to_end, to_end, LIMIT
 end
 if call('HLEN', key) == 1 then
 call('PEXPIRE', key, ttl_ms(to_end))
-return 1, LIMIT - cost, 0, to_end, LIMIT, win, LIMIT, 0, cost, to_end, false, 2
+return 1, LIMIT - cost, 0, to_end, LIMIT, name, LIMIT, 0, cost, to_end, false, 2
 end
-call('HDEL', key, win)
+call('HDEL', key, name)
 return check(key, now, cost)
 end
-local function undo(key, win, cost, t)
+local function undo(key, name, cost, t)
 if t == 2 then
 call('DEL', key)
 else
-call('HINCRBY', key, win, -cost)
+call('HINCRBY', key, name, -cost)
 end
 end
 return check, commit, try, undo
