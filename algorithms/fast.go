@@ -243,7 +243,10 @@ call('HSET', key, 'l', l2, 't', t)
 // holds that window compact (see fixed_window.lua's Forms) finds its count: a charge the
 // limit allows is then that one command, and one over the limit a second that takes it
 // back (t 1). A field the charge made (its count is the cost) is a key of its own when it
-// is the only one (HLEN): its TTL is set (t 2); else it is deleted and try checks. The
+// is the only one (HLEN): its TTL is set (t 2); else it is deleted and try checks. A key
+// the charge fails on (another type, a field that is not a whole number: nothing rlctl
+// writes) makes try return nil, having written nothing: its caller undoes what it tried
+// before and leaves the call to the general path, which reports the error. The
 // dispatcher's quick path uses try (see stacks.go). The field's name is the window as
 // redis.call writes a number (the same digits as string.format's %d, for the whole numbers
 // windows are), formatted once per window and kept between calls of a library.
@@ -356,9 +359,12 @@ last, name = win, string.format('%d', win)
 end
 local r
 if cost == 1 then
-r = call('HINCRBY', key, name, '1')
+r = redis_pcall('HINCRBY', key, name, '1')
 else
-r = call('HINCRBY', key, name, cost)
+r = redis_pcall('HINCRBY', key, name, cost)
+end
+if type(r) ~= 'number' then
+return nil
 end
 local to_end = (win + 1) * WINDOW - now
 if r > cost then

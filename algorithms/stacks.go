@@ -25,8 +25,9 @@ const unrolledStacks = 4
 // commit gets check's sixth value and its ninth to eleventh, as the dispatcher calls every
 // commit (a fast rule's pending write: see fast.go). A rule whose record has a try
 // (fast.go's fixed_window) is tried instead of checked while no rule before it has denied:
-// a try that allows has charged already, and is undone when a later rule denies the call,
-// so that the call still charges all its rules or none.
+// a try that allows has charged already, and is undone when a later rule denies the call
+// (or when a later try takes no such key, and the stack returns nil), so that the call
+// still charges all its rules or none.
 //
 // It then writes the table stacks, whose n-th entry is stack<n> (false for n = 1), and
 // COUNTS, whose n-th entry is n as a call sends it (ARGV[6]), for n from 1 to
@@ -72,6 +73,13 @@ func writeStack(b *strings.Builder, n int) {
 	for r := 1; r <= n; r++ {
 		fmt.Fprintf(b, "local f%[1]d = c%[1]d.try\nif not f%[1]d or allowed == 0 then\nf%[1]d = c%[1]d[9]\nend\n", r)
 		fmt.Fprintf(b, "local ok%[1]d, re%[1]d, ra%[1]d, rs%[1]d, li%[1]d, w%[1]d, pr%[1]d, ps%[1]d, x%[1]d, y%[1]d, z%[1]d, t%[1]d = f%[1]d(k%[1]d, now, n%[1]d, c%[1]d[3])\n", r)
+		// A try that takes no such key: what was tried is undone, and the general path
+		// decides the call.
+		fmt.Fprintf(b, "if ok%d == nil then\n", r)
+		for q := 1; q < r; q++ {
+			fmt.Fprintf(b, "if t%[1]d then\nc%[1]d.undo(k%[1]d, w%[1]d, n%[1]d, t%[1]d)\nend\n", q)
+		}
+		b.WriteString("return\nend\n")
 		fmt.Fprintf(b, "if allowed == 1 and ok%[1]d == 0 and not c%[1]d[2] then\nallowed, decider = 0, %[1]d\nend\n", r)
 	}
 	b.WriteString("if allowed == 1 then\n")

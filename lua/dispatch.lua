@@ -683,6 +683,9 @@ end
 -- whose twelfth value says it has charged already.
 local function check_one(key, now, server_now, check, commit, cost, shadow, p)
   local ok, remaining, retry, reset, limit, write, _, _, w2, w3, w4, t = check(key, now, cost, p)
+  if ok == nil then
+    return nil -- a try that takes no such key (quick then declines the call)
+  end
   if ok == 0 and not shadow then
     return {0, 1, now, server_now, ok, remaining, retry, reset, limit}
   end
