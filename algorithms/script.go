@@ -131,7 +131,9 @@ func Assemble(algs []*Algorithm, rules ...*Compiled) (*Script, error) {
 		}
 		write("\nreturn params, validate or false, check, commit, refund or false, retune or false, false\nend\n", "", "")
 	}
-	write("return nil\nend\n\n", "", "")
+	// The comment marks load_algorithm's end for verify's race harness (verify/race.go),
+	// which keeps the script up to it: no algorithm's Lua or later text has it.
+	write("return nil\nend -- load_algorithm\n\n", "", "")
 	write(fastFactories(compiled), "", "")
 	write(compiledRules(compiled), "", "")
 	var stacks strings.Builder

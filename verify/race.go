@@ -187,7 +187,8 @@ func (hs *harness) locate(msg string) string {
 }
 
 func newHarness(s *algorithms.Script) (*harness, error) {
-	const open, end = "\nlocal function load_algorithm(name)\n", "\nreturn nil\nend\n"
+	// load_algorithm's first line, and its last as algorithms.Assemble writes it.
+	const open, end = "\nlocal function load_algorithm(name)\n", "\nreturn nil\nend -- load_algorithm\n"
 	i := strings.Index(s.Source, open)
 	j := strings.LastIndex(s.Source, end)
 	if i < 0 || j < i {
