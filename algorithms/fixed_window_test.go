@@ -3,7 +3,6 @@ package algorithms
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -54,23 +53,7 @@ func TestFixedWindowUpgradeFromOneForm(t *testing.T) {
 		ex := upgradeExec{old: old, cur: Default(), rdb: r}
 		t.Run(ex.name(), func(t *testing.T) {
 			t.Parallel()
-			base := freshPrefix(t)
-			for i := range traceCount() {
-				rng := rand.New(rand.NewPCG(29, uint64(i)))
-				calls, _, err := genTrace(rng, sameAlgorithm(a)(rng, fmt.Sprintf("t%d:", i)), 40)
-				if err != nil {
-					t.Fatal(err)
-				}
-				calls = withoutOverrides(calls)
-				want, err := expected(calls)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ex := ex
-				ex.at = rng.IntN(len(calls) + 1)
-				rn := &runner{ex: ex, base: fmt.Sprintf("%s:%d", base, i)}
-				checkTrace(t, rn, fmt.Sprintf("trace %d, upgraded after call %d,", i, ex.at), calls, want)
-			}
+			upgradeTraces(t, ex, a, 29, nil)
 		})
 	}
 }

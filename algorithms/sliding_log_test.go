@@ -366,26 +366,36 @@ func TestUpgradeFromPerUnitLayout(t *testing.T) {
 			ex := upgradeExec{old: old, cur: Default(), rdb: r}
 			t.Run(name+"/"+ex.name(), func(t *testing.T) {
 				t.Parallel()
-				base := freshPrefix(t)
-				for i := range traceCount() {
-					rng := rand.New(rand.NewPCG(23, uint64(i)))
-					calls, _, err := genTrace(rng, sameAlgorithm(a)(rng, fmt.Sprintf("t%d:", i)), 40)
-					if err != nil {
-						t.Fatal(err)
-					}
-					calls = withoutOverrides(calls)
-					sameLeaseCost(calls)
-					want, err := expected(calls)
-					if err != nil {
-						t.Fatal(err)
-					}
-					ex := ex
-					ex.at = rng.IntN(len(calls) + 1)
-					rn := &runner{ex: ex, base: fmt.Sprintf("%s:%d", base, i)}
-					checkTrace(t, rn, fmt.Sprintf("trace %d, upgraded after call %d,", i, ex.at), calls, want)
-				}
+				upgradeTraces(t, ex, a, 23, sameLeaseCost)
 			})
 		}
+	}
+}
+
+// upgradeTraces runs traceCount random traces of a's rules (seeded by seed, without
+// overrides, each passed to prepare when it is not nil) on ex, upgraded from ex.old to
+// ex.cur after a random call of each, and checks every reply against the reference model.
+func upgradeTraces(t *testing.T, ex upgradeExec, a *Algorithm, seed uint64, prepare func([]Call)) {
+	t.Helper()
+	base := freshPrefix(t)
+	for i := range traceCount() {
+		rng := rand.New(rand.NewPCG(seed, uint64(i)))
+		calls, _, err := genTrace(rng, sameAlgorithm(a)(rng, fmt.Sprintf("t%d:", i)), 40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = withoutOverrides(calls)
+		if prepare != nil {
+			prepare(calls)
+		}
+		want, err := expected(calls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex := ex
+		ex.at = rng.IntN(len(calls) + 1)
+		rn := &runner{ex: ex, base: fmt.Sprintf("%s:%d", base, i)}
+		checkTrace(t, rn, fmt.Sprintf("trace %d, upgraded after call %d,", i, ex.at), calls, want)
 	}
 }
 
