@@ -238,18 +238,17 @@ call('HSET', key, 'l', l2, 't', t)
 // returns check's values and a twelfth, t, which is 1 or 2 when the charge is written
 // (the caller then commits nothing, and calls undo(key, w, cost, t), w the sixth value,
 // if the call it is part of is denied) and nil when it is not (the caller commits as
-// after check). It
-// charges first, HINCRBY of the field named by the window of now, which in a key that
-// holds that window compact (see fixed_window.lua's Forms) finds its count: a charge the
-// limit allows is then that one command, and one over the limit a second that takes it
-// back (t 1). A field the charge made (its count is the cost) is a key of its own when it
-// is the only one (HLEN): its TTL is set (t 2); else it is deleted and try checks. A key
-// the charge fails on (another type, a field that is not a whole number: nothing rlctl
-// writes) makes try return nil, having written nothing: its caller undoes what it tried
-// before and leaves the call to the general path, which reports the error. The
-// dispatcher's quick path uses try (see stacks.go). The field's name is the window as
-// redis.call writes a number (the same digits as string.format's %d, for the whole numbers
-// windows are), formatted once per window and kept between calls of a library.
+// after check). It charges first, HINCRBY of the field named by the window of now, which
+// in a key that holds that window compact (see fixed_window.lua's Forms) finds its count:
+// a charge the limit allows is then that one command, and one over the limit a second
+// that takes it back (t 1). A field the charge made (its count is the cost) is a key of
+// its own when it is the only one (HLEN): its TTL is set (t 2); else it is deleted and try
+// checks. A key the charge fails on (another type, a field that is not a whole number:
+// nothing rlctl writes) makes try return nil, having written nothing: its caller undoes
+// what it tried before and leaves the call to the general path, which reports the error.
+// The dispatcher's quick path uses try (see stacks.go). The field's name is the window as
+// redis.call writes a number (the same digits as string.format's %d, for the whole
+// numbers windows are), formatted once per window and kept between calls of a library.
 const fastFixedWindow = `local function fast_fixed_window(LIMIT, WINDOW)
 local function check(key, now, cost)
 local win, n, held = floor(now / WINDOW), 0, false
