@@ -339,11 +339,7 @@ else
 if how then
 call('DEL', key)
 end
-if n > 0 then
 call('HSET', key, win, n)
-else
-call('HSET', key, 'w', win, 'n', n)
-end
 end
 call('PEXPIRE', key, ttl_ms(ttl))
 end

@@ -61,8 +61,8 @@ func TestFixedWindowUpgradeFromOneForm(t *testing.T) {
 // TestTriedChargesUndoneOnAFailedKey: a stack whose fixed_window rules are tried (charged
 // first) and whose later key holds another type fails as the general path does
 // (WRONGTYPE), with the tried keys as they were, on luahost and on a real redis-server.
-// The quick path's first call of a record only completes it, so each stack runs twice:
-// once to make its records ready, once on a key of the wrong type.
+// A record takes the quick path only once a call has completed it, so each rule is called
+// before the failing stack.
 func TestTriedChargesUndoneOnAFailedKey(t *testing.T) {
 	a, _ := Lookup("fixed_window")
 	rules := []*Compiled{{Algorithm: a, Params: []int64{5, 60_000_000}}, {Algorithm: a, Params: []int64{7, 60_000_000}}, {Algorithm: a, Params: []int64{9, 60_000_000}}}

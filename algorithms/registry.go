@@ -224,7 +224,10 @@ var builtin = []*Algorithm{
 		Commands: []string{"HGETALL", "HSET", "HINCRBY", "HLEN", "HDEL", "DEL", "PEXPIRE"},
 		Guarantee: Guarantee{Shape: ShapeWindow, Terms: windowTerms(0, 1), Share: &Slots{Amount: 0, Rate: -1}, Bound: Ratio{2, 1},
 			Why: "fixed_window lets a burst straddle a window boundary: up to limit at the end of one window and limit again at the start of the next; use sliding_log, sliding_window or gcra for a smooth limit"},
-		Complexity: fixedWork(7, 16, KeyHash, 5, hashElementBytes),
+		// The worst call: a try whose field is not alone (HINCRBY, HLEN, HDEL), then the
+		// check's HGETALL of the full form and a commit that opens a window (DEL of it,
+		// HSET, PEXPIRE): 7 commands, 1 + 1 + 5 + 5 + 1 fields.
+		Complexity: fixedWork(7, 13, KeyHash, 5, hashElementBytes),
 	},
 	{
 		Name:      "sliding_log",

@@ -40,6 +40,9 @@ params = {'nat', 'pos'}
 -- full form the window owe wrote o, the debt d and the limit l.
 local function read(key)
   local st = call('HGETALL', key)
+  if #st == 0 then
+    return nil, 0
+  end
   if #st == 2 then
     return tonumber(st[1]), tonumber(st[2]) or 0, st[1]
   end
@@ -57,9 +60,6 @@ local function read(key)
     elseif f == 'l' then
       l = tonumber(v)
     end
-  end
-  if #st == 0 then
-    return nil, 0
   end
   return w, n or 0, 'n', o, d, l
 end
@@ -191,8 +191,9 @@ end
 -- commit, in a key that holds the window and no debt, adds the cost to its count
 -- (HINCRBY of the count's field: the same state, without a number for the server to
 -- format, the usual cost of 1 sent as the string "1"). A key that holds the window with a
--- debt (the full form) gets its count; any other is rewritten compact for the new window
--- (full when its count is 0: see Forms), what it held before deleted.
+-- debt (the full form) gets its count; any other is rewritten compact for the new window,
+-- what it held before deleted. The dispatcher commits only a cost above 0, so the count
+-- written is at least 1 (see Forms).
 function commit(key, w)
   if w[4] then
     if w[5] == 1 then
@@ -208,11 +209,7 @@ function commit(key, w)
     if w[6] then
       call('DEL', key)
     end
-    if w[2] > 0 then
-      call('HSET', key, w[1], w[2])
-    else
-      call('HSET', key, 'w', w[1], 'n', w[2])
-    end
+    call('HSET', key, w[1], w[2])
   end
   expire_us(key, w[3])
 end

@@ -320,13 +320,10 @@ func (k *kernel) commit(e *entry, v *verdict, nowMs int64, slack float64) {
 			e.set(0, v.w[0])
 			e.set(1, v.w[1])
 			e.expire(nowMs, v.ttl, slack)
-		default: // a new window: the key rewritten compact (full for a count of 0)
-			e.has = 0
+		default: // a new window: the key rewritten compact (a commit's cost is above 0)
+			e.has = compact
 			e.set(0, v.w[0])
 			e.set(1, v.w[1])
-			if v.w[1] > 0 {
-				e.has |= compact
-			}
 			e.expire(nowMs, v.ttl, slack)
 		}
 	case algSlidingWindow:
