@@ -49,8 +49,8 @@ func fastCall(c *Compiled) (factory string, args []int64) {
 	return "", nil
 }
 
-// fastRule returns the statement that sets c[12] and c[13] of c's record (and for
-// fixed_window c.try and c.undo), or "".
+// fastRule returns the statement that sets c[12] and c[13] of c's record (and for gcra
+// and fixed_window c.try and c.undo), or "".
 func fastRule(c *Compiled) string {
 	f, args := fastCall(c)
 	if f == "" {
@@ -60,7 +60,7 @@ func fastRule(c *Compiled) string {
 	for i, v := range args {
 		vals[i] = strconv.FormatInt(v, 10)
 	}
-	if f == "fast_fixed_window" {
+	if f == "fast_fixed_window" || f == "fast_gcra" {
 		return fmt.Sprintf("c[12], c[13], c.try, c.undo = %s(%s)\n", f, strings.Join(vals, ", "))
 	}
 	return fmt.Sprintf("c[12], c[13] = %s(%s)\n", f, strings.Join(vals, ", "))
@@ -82,7 +82,7 @@ func fastFactories(rules []*Compiled) string {
 }
 
 var fastSources = map[string]string{
-	"fast_gcra":           fastGCRA + fastEnd,
+	"fast_gcra":           fastGCRA,
 	"fast_token_bucket":   fastTokenBucket + fastEnd,
 	"fast_leaky_bucket":   fastLeakyBucket + fastEnd,
 	"fast_fixed_window":   fastFixedWindow,
@@ -99,8 +99,8 @@ func FastSource(a *Algorithm) string {
 	return fastSources["fast_"+a.Name]
 }
 
-// fastEnd ends a factory that makes a check and a commit; fast_fixed_window, which also
-// makes a try and an undo, ends itself.
+// fastEnd ends a factory that makes a check and a commit; fast_gcra and
+// fast_fixed_window, which also make a try and an undo, end themselves.
 const fastEnd = "return check, commit\nend\n\n"
 
 // fastExpire ends the commits that set a hash's TTL: expire_us(key, ttl), with its call
@@ -109,13 +109,24 @@ const fastExpire = `call('PEXPIRE', key, ttl_ms(ttl))
 end
 `
 
-// fastGCRA is gcra's check and commit. RATE is 1 when a cell is a whole number of
-// microseconds (as gcra.lua's whole makes it): the TAT is then stored as an integer; else
-// times are scaled by the rate and a TAT that is not whole is stored as "t:r". Pending:
-// now, d2, the TTL.
+// fastGCRA is gcra's check, commit, try and undo. RATE is 1 when a cell is a whole
+// number of microseconds (as gcra.lua's whole makes it): the TAT is then stored as an
+// integer; else times are scaled by the rate and a TAT that is not whole is stored as
+// "t:r". Pending: now, d2, the TTL.
+//
+// try(key, now, cost) decides as check does and, where it can, charges in the same
+// command (t true in its twelfth value: the caller commits nothing, and undo takes the
+// charge back if the call it is part of is denied). A key that holds no TAT, the usual
+// state of a key whose traffic stays within its rate (a TAT that has passed expires with
+// its key), takes the charge a fresh key takes: try sets it with SET ... NX GET, one
+// command where check and commit are two. A key that holds one is left as it is, and its
+// TAT, which GET's part of the reply brings, is checked as check checks it (commit then
+// writes, as after check). A key of another type (SET ... GET refuses it) is checked by
+// check. Without SET's NX with GET (Redis before 7.0, which sets no REDIS_VERSION_NUM in
+// scripts) there is no try.
 const fastGCRA = `local function fast_gcra(RATE, PERIOD, BURST, CAP)
-local function check(key, now, cost)
-local d, v = 0, redis_pcall('GET', key)
+local function after(now, cost, v)
+local d = 0
 if v then
 local t, r = tonumber(v), 0
 if t == nil and type(v) == 'string' then
@@ -148,7 +159,10 @@ return 0, nonneg(floor((CAP - d) / PERIOD)), retry, reset, BURST
 end
 return 0, nonneg(floor((CAP - d) / PERIOD)), -1, reset, BURST
 end
-local function commit(key, now, d, ttl)
+local function check(key, now, cost)
+return after(now, cost, redis_pcall('GET', key))
+end
+local function tat(now, d)
 local v = now + d
 if RATE ~= 1 then
 local w = floor(d / RATE)
@@ -158,8 +172,39 @@ if r ~= 0 then
 v = string.format('%.0f:%.0f', v, r)
 end
 end
-call('SET', key, v, 'PX', ttl_ms(ttl))
+return v
 end
+local function commit(key, now, d, ttl)
+call('SET', key, tat(now, d), 'PX', ttl_ms(ttl))
+end
+if (redis.REDIS_VERSION_NUM or 0) < 0x070000 then
+return check, commit
+end
+local function try(key, now, cost)
+if cost < 1 or cost > BURST then
+return check(key, now, cost)
+end
+local d2 = cost * PERIOD
+local reset2 = d2
+if RATE ~= 1 then
+reset2 = ceil(d2 / RATE)
+end
+local v = redis_pcall('SET', key, tat(now, d2), 'NX', 'GET', 'PX', ttl_ms(reset2))
+if v == false then
+local remaining = floor((CAP - d2) / PERIOD)
+return 1, remaining, 0, reset2, BURST, now, remaining + cost, 0, d2, reset2, false, true
+end
+if type(v) ~= 'string' then
+return check(key, now, cost)
+end
+return after(now, cost, v)
+end
+local function undo(key)
+call('DEL', key)
+end
+return check, commit, try, undo
+end
+
 `
 
 // fastTokenBucket is token_bucket's check and commit. Pending: l2, t, reset.

@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/rlctl/rlctl/internal/redistest"
 	"github.com/rlctl/rlctl/luahost"
 )
 
@@ -160,4 +164,104 @@ func dumpKey(ctx context.Context, h *luahost.Host, key string) string {
 		v, _ = h.Do(ctx, "HGETALL", key)
 	}
 	return fmt.Sprint(typ, " ", v, " ttl ", ttl)
+}
+
+// TestTriesChargeInFewCommands holds the tries (fast.go) to the commands they save, as a
+// real Redis counts them (INFO commandstats): one usual check on the server clock at a
+// time, of a rule alone and of the same rule in a stack, the command counts besides the
+// FCALL and its clock read. gcra: a key without a TAT takes its charge in one SET ... NX
+// GET; a key with one is read by that command and written by a second; a denial writes
+// nothing. fixed_window: a window's first charge is HINCRBY, HLEN and PEXPIRE, every
+// later one the HINCRBY alone, and one over the limit a second HINCRBY that takes it
+// back. A stack another rule denies takes back what it tried (DEL, HINCRBY).
+func TestTriesChargeInFewCommands(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	gcra, _ := Lookup("gcra")
+	fw, _ := Lookup("fixed_window")
+	const hour = 3_600_000_000
+	s, err := Assemble(builtin,
+		&Compiled{Algorithm: gcra, Params: []int64{1, hour, 2}},
+		&Compiled{Algorithm: fw, Params: []int64{2, hour}},
+		&Compiled{Algorithm: gcra, Params: []int64{1, hour, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.FunctionLoadReplace(ctx, s.Library).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rule := func(i int, key string) Rule {
+		c := s.Rules[i]
+		return Rule{Key: key, Algorithm: c.Algorithm, Cost: 1, Params: c.Params, Compiled: c}
+	}
+	fcall := func(rules ...Rule) []any {
+		call := Call{Op: OpCheck, Now: ServerTime, Rules: rules}
+		argv, err := call.Argv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply, err := rdb.FCall(ctx, s.Function, call.Keys(), toAny(argv)...).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply
+	}
+	// A rule's first call validates its record, on the general path.
+	for i := range s.Rules {
+		fcall(rule(i, fmt.Sprint("warm:", i)))
+	}
+	for i, step := range []struct {
+		rules   []Rule
+		allowed int64
+		want    string
+	}{
+		{[]Rule{rule(0, "g")}, 1, "set=1"},                      // no TAT: SET ... NX GET sets it
+		{[]Rule{rule(0, "g")}, 1, "set=2"},                      // a TAT: read by the SET that leaves it, then written
+		{[]Rule{rule(0, "g")}, 0, "set=1"},                      // over the burst: nothing written
+		{[]Rule{rule(1, "f")}, 1, "hincrby=1 hlen=1 pexpire=1"}, // the window's first charge
+		{[]Rule{rule(1, "f")}, 1, "hincrby=1"},                  // a later one
+		{[]Rule{rule(1, "f")}, 0, "hincrby=2"},                  // over the limit: taken back
+		// A stack: gcra's try charges g2, and is undone when the rule after it denies.
+		{[]Rule{rule(0, "g2"), rule(2, "g3")}, 1, "set=2"},
+		{[]Rule{rule(0, "g4"), rule(2, "g3")}, 0, "del=1 set=2"},
+		{[]Rule{rule(0, "g4"), rule(1, "f")}, 0, "del=1 hincrby=2 set=1"},
+	} {
+		if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		reply := fcall(step.rules...)
+		info, err := rdb.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := keyCommands(info); reply[0] != step.allowed || got != step.want {
+			t.Errorf("step %d (%d rules): allowed %v with commands %q, want %d with %q", i, len(step.rules), reply[0], got, step.allowed, step.want)
+		}
+	}
+}
+
+// keyCommands lists the commands INFO commandstats counts other than the FCALL, its TIME
+// and the test's own CONFIG and INFO, as "name=calls" in name order.
+func keyCommands(info string) string {
+	var out []string
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		if !ok || name == line || slices.Contains([]string{"fcall", "time", "config", "info", "config|resetstat"}, name) {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		out = append(out, name+"="+calls)
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, v := range ss {
+		out[i] = v
+	}
+	return out
 }

@@ -24,10 +24,10 @@ const unrolledStacks = 4
 // denied stack reports those, where the general path checks the rule again. A rule's
 // commit gets check's sixth value and its ninth to eleventh, as the dispatcher calls every
 // commit (a fast rule's pending write: see fast.go). A rule whose record has a try
-// (fast.go's fixed_window) is tried instead of checked while no rule before it has denied:
-// a try that allows has charged already, and is undone when a later rule denies the call
-// (or when a later try takes no such key, and the stack returns nil), so that the call
-// still charges all its rules or none.
+// (fast.go's gcra and fixed_window) is tried instead of checked while no rule before it
+// has denied: a try that allows may have charged already (its twelfth value set), and is
+// then undone when a later rule denies the call (or when a later try takes no such key,
+// and the stack returns nil), so that the call still charges all its rules or none.
 //
 // It then writes the table stacks, whose n-th entry is stack<n> (false for n = 1), and
 // COUNTS, whose n-th entry is n as a call sends it (ARGV[6]), for n from 1 to

@@ -14,7 +14,8 @@
 --         remaining = floor((burst*T - D') / T) with D' after the charge when allowed.
 --         retry_after (denied) = ceil(D + cost*T - burst*T), exact; -1 when cost > burst.
 --         reset_after = ceil(D') (until TAT' <= now).
--- Redis:  one GET to check, one SET … PX to commit.
+-- Redis:  one GET to check, one SET … PX to commit (a compiled rule's try charges a key
+--         without a TAT in one SET … NX GET: algorithms/fast.go).
 -- TTL:    reset_after; TAT <= now and a missing key mean the same thing.
 
 params = {'pos', 'pos', 'pos'}
