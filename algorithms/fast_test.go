@@ -202,7 +202,7 @@ func TestTriesChargeInFewCommands(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reply, err := rdb.FCall(ctx, s.Function, call.Keys(), toAny(argv)...).Slice()
+		reply, err := rdb.FCall(ctx, s.Function, call.Keys(), anys(argv)...).Slice()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,8 @@ func TestTriesChargeInFewCommands(t *testing.T) {
 		{[]Rule{rule(1, "f")}, 1, "hincrby=1 hlen=1 pexpire=1"}, // the window's first charge
 		{[]Rule{rule(1, "f")}, 1, "hincrby=1"},                  // a later one
 		{[]Rule{rule(1, "f")}, 0, "hincrby=2"},                  // over the limit: taken back
-		// A stack: gcra's try charges g2, and is undone when the rule after it denies.
+		// Stacks: each rule tried in turn (two fresh gcra keys, one SET each); when a later
+		// rule denies, the key an earlier try charged is deleted.
 		{[]Rule{rule(0, "g2"), rule(2, "g3")}, 1, "set=2"},
 		{[]Rule{rule(0, "g4"), rule(2, "g3")}, 0, "del=1 set=2"},
 		{[]Rule{rule(0, "g4"), rule(1, "f")}, 0, "del=1 hincrby=2 set=1"},
@@ -247,8 +248,9 @@ func TestTriesChargeInFewCommands(t *testing.T) {
 func keyCommands(info string) string {
 	var out []string
 	for _, line := range strings.Split(info, "\r\n") {
-		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
-		if !ok || name == line || slices.Contains([]string{"fcall", "time", "config", "info", "config|resetstat"}, name) {
+		stat, ok := strings.CutPrefix(line, "cmdstat_")
+		name, rest, ok2 := strings.Cut(stat, ":calls=")
+		if !ok || !ok2 || slices.Contains([]string{"fcall", "time", "config", "info", "config|resetstat"}, name) {
 			continue
 		}
 		calls, _, _ := strings.Cut(rest, ",")
@@ -256,12 +258,4 @@ func keyCommands(info string) string {
 	}
 	slices.Sort(out)
 	return strings.Join(out, " ")
-}
-
-func toAny(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, v := range ss {
-		out[i] = v
-	}
-	return out
 }
