@@ -121,9 +121,10 @@ end
 // its key), takes the charge a fresh key takes: try sets it with SET ... NX GET, one
 // command where check and commit are two. A key that holds one is left as it is, and its
 // TAT, which GET's part of the reply brings, is checked as check checks it (commit then
-// writes, as after check). A key of another type (SET ... GET refuses it) is checked by
-// check. Without SET's NX with GET (Redis before 7.0, which sets no REDIS_VERSION_NUM in
-// scripts) there is no try.
+// writes, as after check). A key of another type, which SET ... GET refuses with an
+// error (having written nothing), reads as one without a TAT, as check's GET reads it,
+// and commit overwrites it. Without SET's NX with GET (Redis before 7.0, which sets no
+// REDIS_VERSION_NUM in scripts) there is no try.
 const fastGCRA = `local function fast_gcra(RATE, PERIOD, BURST, CAP)
 local function after(now, cost, v)
 local d = 0
@@ -193,9 +194,6 @@ local v = redis_pcall('SET', key, tat(now, d2), 'NX', 'GET', 'PX', ttl_ms(reset2
 if v == false then
 local remaining = floor((CAP - d2) / PERIOD)
 return 1, remaining, 0, reset2, BURST, now, remaining + cost, 0, d2, reset2, false, true
-end
-if type(v) ~= 'string' then
-return check(key, now, cost)
 end
 return after(now, cost, v)
 end

@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,19 +24,11 @@ func commandCalls(t *testing.T, srv *redistest.Server, cmd string) int {
 // commandCount reads cmd's count of calls from the text of INFO commandstats.
 func commandCount(t *testing.T, info, cmd string) int {
 	t.Helper()
-	for _, line := range strings.Split(info, "\r\n") {
-		stats, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":")
-		if !ok {
-			continue
-		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
-		n, err := strconv.Atoi(calls)
-		if err != nil {
-			t.Fatalf("INFO commandstats line %q: %v", line, err)
-		}
-		return n
+	calls, err := redistest.CommandCalls(info)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return 0
+	return int(calls[cmd])
 }
 
 // TestFlushLoadsTheScriptOnce: at a cold start and after each FUNCTION FLUSH (SCRIPT FLUSH

@@ -412,3 +412,25 @@ func TestClusterNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandCalls reads INFO commandstats as a real server writes it, and refuses a
+// cmdstat line without a count.
+func TestCommandCalls(t *testing.T) {
+	s := Start(t)
+	for _, cmd := range [][]string{{"SET", "k", "v"}, {"GET", "k"}, {"GET", "k"}} {
+		if _, err := s.Do(cmd...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := s.Do("INFO", "commandstats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls, err := CommandCalls(info)
+	if err != nil || calls["get"] != 2 || calls["set"] != 1 || calls["hget"] != 0 {
+		t.Fatalf("CommandCalls = %v, %v; want get 2, set 1, no hget", calls, err)
+	}
+	if _, err := CommandCalls("# Commandstats\r\ncmdstat_get:usec=3\r\n"); err == nil {
+		t.Error("a line without calls was read")
+	}
+}
